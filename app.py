@@ -1,0 +1,52 @@
+"""PDF QA web app: ``python app.py`` serves on 0.0.0.0:7860 (or $PORT).
+
+Options (each also an environment variable):
+  --shared-library   PDFQA_SHARED_LIBRARY=1   one library for every visitor (default: one per browser)
+  --data-dir DIR     PDFQA_DATA_DIR           where libraries and runs live (default: data)
+  --profile NAME     PDFQA_PROFILE            settings profile (default: cpu)
+  --port N           PORT                     (default 7860)
+  --host ADDR        HOST                     (default 0.0.0.0)
+  PDFQA_MODEL_CONCURRENCY (default 1)  model jobs (indexing, answering, runs) at once
+  PDFQA_MAX_SESSIONS (default 200), PDFQA_SESSION_DAYS (default 7)  session expiry
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import threading
+
+from pipeline.qa import Models
+from pipeline.settings import load_settings
+from webapp.ui import CSS, THEME, build_app
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="PDF QA web app")
+    ap.add_argument("--shared-library", action="store_true", default=_flag("PDFQA_SHARED_LIBRARY"))
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--profile", default=None)
+    ap.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
+    ap.add_argument("--port", type=int, default=int(os.environ.get("PORT", "7860")))
+    ap.add_argument("--no-warmup", action="store_true", help="load the models on first use, not at start")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    settings = load_settings(a.profile, data_dir=a.data_dir)
+    models = Models(settings)
+    demo = build_app(settings, models=models, shared=a.shared_library,
+                     model_concurrency=int(os.environ.get("PDFQA_MODEL_CONCURRENCY", "1")),
+                     max_sessions=int(os.environ.get("PDFQA_MAX_SESSIONS", "200")),
+                     max_age_s=float(os.environ.get("PDFQA_SESSION_DAYS", "7")) * 86400)
+    if not a.no_warmup:  # load the models in the background: the page is served meanwhile
+        threading.Thread(target=lambda: (models.embedder, models.answerer), daemon=True, name="warmup").start()
+    demo.queue(default_concurrency_limit=4, max_size=256)
+    demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True, footer_links=["gradio"])
+
+
+if __name__ == "__main__":
+    main()

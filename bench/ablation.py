@@ -1,0 +1,97 @@
+"""Ablations on real data, from one command.
+
+    python -m bench.ablation --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
+
+Retrieval variants are scored on all questions without the answer model
+(document accuracy, page proximity, recall of the gold page); passage-count
+variants run the answer model on the first ``--answer-n`` questions. Writes
+``bench/ablation.md`` and prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+from pathlib import Path
+
+from pipeline.evaluate import evaluate, index_folder, read_questions
+from pipeline.qa import Models, Pipeline
+from pipeline.settings import load_settings
+
+RETRIEVAL = [
+    ("default (hybrid, option reranker)", {}),
+    ("reranker off", {"reranker": "none"}),
+    ("dense only", {"retrieval": "dense"}),
+    ("BM25 only", {"retrieval": "bm25"}),
+    ("no options in the query", {"query_with_options": False}),
+    ("BM25 on 6-character prefixes", {"lexical_norm": "prefix6"}),
+    ("no document prefix", {"use_prefix": False}),
+]
+# both scorers in one pass ("combined" computes the two)
+ANSWER = [(name, {"scorer": "combined", **over}) for name, over in
+          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3})]]
+
+
+def run(args) -> str:
+    questions, _ = read_questions(args.questions.read_bytes())
+    pdfs = [p for p in args.pdfs.iterdir() if p.suffix.lower() == ".pdf"]
+    models = None
+    pipes: dict[str, Pipeline] = {}
+
+    def pipe_for(over: dict) -> Pipeline:
+        nonlocal models
+        s = load_settings(args.profile, **over)
+        if models is None:
+            models = Models(s)
+        key = s.fingerprint()
+        root = args.data_dir / key
+        p = Pipeline(s, root=root, models=models)
+        if key not in pipes:
+            index_folder(p, pdfs, say=lambda m: None)
+            pipes[key] = p
+        return p
+
+    lines = ["| variant | doc acc | page prox | R@1 | R@5 | R@20 |", "|---|---|---|---|---|---|"]
+    for name, over in RETRIEVAL:
+        m, _ = evaluate(pipe_for(over), questions, answer=False)
+        lines.append(f"| {name} | {m['doc_accuracy']:.3f} | {m['page_proximity']:.3f} | {m['recall@1_rerank']:.3f} "
+                     f"| {m['recall@5_rerank']:.3f} | {m['recall@20_rerank']:.3f} |")
+        print(lines[-1], flush=True)
+    out = [f"# Ablations — {datetime.date.today()}, {platform.machine()} {args.cpus} cores, profile {args.profile or 'cpu'}",
+           "", f"Retrieval, all {len(questions)} questions, no answer model (page proximity = the metric's page term):", ""]
+    out += lines
+    if args.answer_n:
+        qs = questions[: args.answer_n]
+        rows = ["| variant | score (combined) | answer acc (option) | answer acc (letter) | doc acc | page prox | p50 s |",
+                "|---|---|---|---|---|---|---|"]
+        for name, over in ANSWER:
+            m, traces = evaluate(pipe_for(over), qs, answer=True)
+            acc = {k: sum(max(t[f"{k}_probs"], key=t[f"{k}_probs"].get) == t["gold"]["answer"]
+                          for t in traces if t.get(f"{k}_probs")) / len(qs) for k in ("option", "letter")}
+            rows.append(f"| {name} | {m['score']:.3f} | {acc['option']:.3f} | {acc['letter']:.3f} | "
+                        f"{m['doc_accuracy']:.3f} | {m['page_proximity']:.3f} | {m['p50_seconds']:.1f} |")
+            print(rows[-1], flush=True)
+        out += ["", f"End to end, first {len(qs)} questions (answer model: Qwen2.5-Coder-1.5B Q4_K_M):", ""] + rows
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    import os
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pdfs", type=Path, required=True)
+    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--profile", default=None)
+    ap.add_argument("--data-dir", type=Path, default=Path("data/ablation"))
+    ap.add_argument("--answer-n", type=int, default=0, help="questions for the passage-count variants (0 = skip)")
+    ap.add_argument("--out", type=Path, default=Path("bench/ablation.md"))
+    args = ap.parse_args()
+    args.cpus = os.cpu_count()
+    text = run(args)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

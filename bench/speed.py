@@ -1,0 +1,112 @@
+"""Speed and memory on this machine, from one command.
+
+    python -m bench.speed --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
+
+Prints (and writes ``bench/speed.md``): parse+chunk pages/s in fast mode
+against pymupdf4llm's layout mode on the same files (as a ratio), embedding
+chunks/s against the notes' baseline of plain ~1,400-character windows (same
+process), the time to index the whole folder from scratch, p50/p95 seconds per
+question after indexing, and peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pymupdf
+import pymupdf4llm
+
+from pipeline.chunking import TokenCounter, chunk_document
+from pipeline.evaluate import index_folder, read_questions
+from pipeline.ingest import parse_pdf
+from pipeline.qa import Models, Pipeline
+from pipeline.settings import load_settings
+
+
+def parse_rate(files: list[Path], count: TokenCounter, s) -> tuple[float, int, list]:
+    t, pages, chunks = time.perf_counter(), 0, []
+    for f in files:
+        d = parse_pdf(f.read_bytes(), f.name)
+        chunks += chunk_document(d, count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
+                                 prefix_tokens=s.prefix_tokens)
+        pages += d.n_pages
+    return pages / (time.perf_counter() - t), pages, chunks
+
+
+def layout_rate(files: list[Path]) -> float:
+    pymupdf4llm.use_layout(True)
+    try:
+        t, pages = time.perf_counter(), 0
+        for f in files:
+            doc = pymupdf.open(f)
+            pymupdf4llm.to_markdown(doc, page_chunks=True, show_progress=False)
+            pages += doc.page_count
+        return pages / (time.perf_counter() - t)
+    finally:
+        pymupdf4llm.use_layout(False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pdfs", type=Path, required=True)
+    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--profile", default=None)
+    ap.add_argument("--layout-files", type=int, default=6, help="files for the layout-mode comparison")
+    ap.add_argument("--embed-n", type=int, default=48)
+    ap.add_argument("--questions-n", type=int, default=12)
+    ap.add_argument("--out", type=Path, default=Path("bench/speed.md"))
+    a = ap.parse_args()
+    s = load_settings(a.profile)
+    files = sorted(p for p in a.pdfs.iterdir() if p.suffix.lower() == ".pdf")
+    models = Models(s)
+    count = TokenCounter(models.embedder.count_word_tokens)
+    rows = []
+
+    fast, pages, chunks = parse_rate(files, count, s)
+    sub = files[: a.layout_files]
+    fast_sub = parse_rate(sub, count, s)[0]
+    slow_sub = layout_rate(sub)
+    rows.append(("parse+chunk, fast mode (all files)", f"{fast:.1f} pages/s ({pages} pages)"))
+    rows.append((f"parse+chunk fast vs layout mode ({len(sub)} files)",
+                 f"{fast_sub:.1f} vs {slow_sub:.1f} pages/s = {fast_sub / slow_sub:.1f}x"))
+
+    texts = [c.embed_text() for c in chunks[: a.embed_n]]
+    emb = models.embedder
+    t = time.perf_counter(); emb.embed_passages(texts); chunk_rate = len(texts) / (time.perf_counter() - t)
+    corpus = " ".join(c.body for c in chunks)
+    windows = [corpus[i: i + 1400] for i in range(0, 1400 * len(texts), 1400)][: len(texts)]
+    t = time.perf_counter(); emb.embed_passages(windows); win_rate = len(windows) / (time.perf_counter() - t)
+    toks = statistics.mean(count(x) for x in texts)
+    rows.append(("embedding, contextual chunks", f"{chunk_rate:.2f} chunks/s (mean {toks:.0f} tokens)"))
+    rows.append(("embedding, baseline 1,400-char windows", f"{win_rate:.2f} windows/s; chunks/windows = {chunk_rate / win_rate:.2f}"))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pipe = Pipeline(s, root=tmp, models=models)
+        rep = index_folder(pipe, files, say=lambda m: None)
+        rows.append((f"index {len(files)} PDFs from scratch", f"{rep['seconds']:.0f} s ({pipe.library.n_chunks()} chunks)"))
+        questions, _ = read_questions(a.questions.read_bytes())
+        models.answerer  # load outside the timings
+        secs = []
+        for q in questions[: a.questions_n]:
+            t = time.perf_counter(); pipe.ask(q); secs.append(time.perf_counter() - t)
+        secs.sort()
+        p95 = secs[min(len(secs) - 1, int(0.95 * len(secs)))]
+        rows.append((f"seconds per question ({len(secs)} questions)", f"p50 {statistics.median(secs):.1f}, p95 {p95:.1f}"))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows.append(("peak RSS", f"{rss:.0f} MB"))
+
+    head = f"# Speed — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, profile {s.profile}\n\n"
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+    a.out.write_text(head + table)
+    print(head + table)
+
+
+if __name__ == "__main__":
+    main()

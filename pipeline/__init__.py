@@ -1,0 +1,1 @@
+"""PDF question answering with evidence: the pipeline (no UI code here)."""

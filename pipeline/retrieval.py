@@ -1,0 +1,74 @@
+"""Stage 4 — question-aware retrieval: dense, BM25, or a weighted fusion of z-scores.
+
+The query is a short instruction + the question + all six options (the
+reference system's finding: options name the facts the evidence must hold).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .embedders import Embedder
+from .index import Library
+from .settings import Settings
+from .types import Candidate, Question
+
+LETTERS = "ABCDEF"
+
+
+def query_text(q: Question, settings: Settings, instruction: bool = True) -> str:
+    parts = [settings.query_instruction + ":"] if instruction and settings.query_instruction else []
+    parts.append(q.text)
+    if settings.query_with_options:
+        parts += [o for o in q.options if o]
+    return "\n".join(parts)
+
+
+def zscores(values: dict[str, float]) -> dict[str, float]:
+    if not values:
+        return {}
+    v = np.fromiter(values.values(), dtype=np.float64)
+    sd = v.std() or 1.0
+    return {k: (x - v.mean()) / sd for k, x in values.items()}
+
+
+class Retriever:
+    def __init__(self, library: Library, embedder: Embedder, settings: Settings):
+        self.library, self.embedder, self.settings = library, embedder, settings
+
+    def search(self, q: Question, k: int | None = None) -> list[Candidate]:
+        s = self.settings
+        k = k or s.top_k_retrieve
+        text = query_text(q, s)
+        dense: dict[str, float] = {}
+        lexical: dict[str, float] = {}
+        if s.retrieval in ("dense", "hybrid"):
+            qvec = self.embedder.embed_queries([text])[0]
+            dense = self.library.dense_search(qvec, s.pool_k)
+        if s.retrieval in ("bm25", "hybrid"):
+            lexical = self.library.lexical_scores(query_text(q, s, instruction=False))
+        if s.retrieval == "dense":
+            fused = dense
+        elif s.retrieval == "bm25":
+            fused = lexical
+        else:
+            # z over the pool: BM25's best and dense's best, each scored by both
+            top_lex = sorted(lexical, key=lexical.get, reverse=True)[: s.pool_k]
+            pool = list(dict.fromkeys(list(dense) + top_lex))
+            missing = [i for i in pool if i not in dense]
+            if missing:
+                sims = self.library.embeddings(missing) @ qvec
+                dense.update(zip(missing, sims.tolist()))
+            dz = zscores({i: dense[i] for i in pool})
+            lz = zscores({i: lexical.get(i, 0.0) for i in pool})
+            fused = {i: s.dense_weight * dz[i] + (1 - s.dense_weight) * lz[i] for i in pool}
+        best = sorted(fused, key=fused.get, reverse=True)[:k]
+        out = []
+        for rank, chunk in enumerate(self.library.chunks(best), 1):
+            cid = chunk.chunk_id
+            sc = {"fused": float(fused[cid])}
+            if cid in dense:
+                sc["dense"] = float(dense[cid])
+            if cid in lexical:
+                sc["lexical"] = float(lexical[cid])
+            out.append(Candidate(chunk, sc, rank))
+        return out

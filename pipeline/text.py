@@ -1,0 +1,41 @@
+"""Word normalisation for the lexical index (Ukrainian-aware, language-agnostic fallback)."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_APOS = re.compile(r"[’'ʼ`]")
+
+# Function words that carry no evidence (Ukrainian; BM25's idf handles the rest).
+STOP = set("""і й та а але або чи що як це цей ця ці той та ті в у на до з із зі за від по при про для без над під між
+через не ні же би б то так також є був була було були бути може можна його її їх він вона воно вони ми ви я
+яка який яке які котрий де коли тому щоб ще вже лише тільки дуже""".split())
+
+
+@lru_cache(maxsize=1)
+def _morph():
+    import pymorphy3
+
+    return pymorphy3.MorphAnalyzer(lang="uk")
+
+
+@lru_cache(maxsize=200_000)
+def _lemma(word: str) -> str:
+    if word.isdigit() or len(word) < 3:
+        return word
+    return _morph().parse(word)[0].normal_form
+
+
+def words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(_APOS.sub("", text.lower())) if w not in STOP and w != "_"]
+
+
+def normalize(text: str, mode: str = "lemma") -> list[str]:
+    """Lexical tokens: ``lemma`` (pymorphy3 Ukrainian lemmas) or ``prefix6`` (words cut to 6 characters)."""
+    ws = words(text)
+    if mode == "prefix6":
+        return [w[:6] for w in ws]
+    if mode == "lemma":
+        return [_lemma(w) for w in ws]
+    return ws

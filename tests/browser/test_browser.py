@@ -1,0 +1,370 @@
+"""End-to-end tests: the real app (real models) driven by headless Chromium.
+
+The tests share one app process and run in file order; "alice", "bob" and
+"carol" are separate browser contexts, i.e. separate visitors.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urljoin
+
+import numpy as np
+import pymupdf
+import pytest
+from PIL import Image
+from playwright.sync_api import expect
+
+from tests import pdfgen
+from tests.browser import docs as D
+from tests.browser.conftest import ROOT, open_app
+
+
+ANSWER_TIMEOUT = 300_000  # ms: one question on a busy 2-core CPU
+HIGHLIGHT_FILL = (255, 239, 158)  # pipeline.render's (255, 214, 0) at alpha 0.38 over white
+HIGHLIGHT_LINE = (230, 140, 0)
+
+
+# ---- helpers ---------------------------------------------------------------------------
+def tab(page, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def text_of(page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id}").inner_text()
+
+
+def wait_until(page, predicate, timeout_s: float, what: str, poll_ms: int = 300):
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout_s:
+        got = predicate()
+        if got:
+            return got
+        page.wait_for_timeout(poll_ms)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def wait_indexing_done(page, n: int, timeout_s: float = 300) -> str:
+    """Wait until all ``n`` files of the upload have a final status; return the status table's text."""
+    final = ("indexed", "already in the library", "failed")
+
+    def done():
+        rows = status_rows(page)
+        return len(rows) == n and all(r[1] in final for r in rows) and rows
+
+    wait_until(page, done, timeout_s, "indexing to finish")
+    return text_of(page, "ingest-status")
+
+
+def table_rows(page, elem_id: str) -> list[list[str]]:
+    """The cell texts of a Gradio Dataframe's body rows (its grid of role=row / role=gridcell)."""
+    rows = []
+    for r in page.locator(f"#{elem_id} [role=row][data-index]").all():
+        rows.append([c.strip() for c in r.locator("[role=gridcell]").all_inner_texts()])
+    return rows
+
+
+def row_locator(page, elem_id: str, text: str):
+    return page.locator(f"#{elem_id} [role=row][data-index]").filter(has_text=text).first
+
+
+def status_rows(page) -> list[list[str]]:
+    return [r for r in table_rows(page, "ingest-status") if len(r) == 3 and r[0]]
+
+
+def upload(page, elem_id: str, paths: list[Path]) -> None:
+    page.locator(f"#{elem_id} input[type=file]").set_input_files([str(p) for p in paths])
+
+
+def image_of(page, elem_id: str, app) -> Image.Image:
+    img = page.locator(f"#{elem_id} img").first
+    expect(img).to_be_visible(timeout=60_000)
+    src = img.get_attribute("src")
+    if src.startswith("data:"):
+        import base64
+
+        data = base64.b64decode(src.split(",", 1)[1])
+    else:
+        data = page.request.get(urljoin(app.url, src)).body()
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def near(a: np.ndarray, rgb, tol) -> np.ndarray:
+    return np.all(np.abs(a.astype(int) - np.array(rgb)) <= np.array(tol), axis=-1)
+
+
+def highlight_mask(img: Image.Image) -> np.ndarray:
+    a = np.asarray(img)
+    return near(a, HIGHLIGHT_FILL, (4, 6, 10)) | near(a, HIGHLIGHT_LINE, (8, 12, 16))
+
+
+def line_boxes(page: pymupdf.Page, y_from: float, y_to: float) -> list[tuple[float, float, float, float]]:
+    """One box per text line (union of its words) for lines starting within [y_from, y_to)."""
+    lines: dict[tuple[int, int], list[float]] = {}
+    for x0, y0, x1, y1, _w, b, ln, _n in page.get_text("words"):
+        if y_from <= y0 < y_to:
+            r = lines.setdefault((b, ln), [x0, y0, x1, y1])
+            r[:] = [min(r[0], x0), min(r[1], y0), max(r[2], x1), max(r[3], y1)]
+    return [tuple(r) for r in lines.values()]
+
+
+def box_mask(shape, boxes, scale: float, pad: float) -> np.ndarray:
+    m = np.zeros(shape, dtype=bool)
+    for x0, y0, x1, y1 in boxes:
+        m[max(0, int(y0 * scale - pad)): int(np.ceil(y1 * scale + pad)),
+          max(0, int(x0 * scale - pad)): int(np.ceil(x1 * scale + pad))] = True
+    return m
+
+
+def check_highlight(img: Image.Image, pdf: bytes, evidence_heading: str, answer_sentence: str) -> dict:
+    """Highlight pixels lie on the evidence section's lines, cover the answer, and spare the other section."""
+    with pymupdf.open("pdf", pdf) as doc:
+        pg = doc[0]
+        scale = img.width / pg.rect.width
+        assert abs(img.height / pg.rect.height - scale) < 0.01, "the page image is not the page scaled"
+        head_y = pg.search_for(evidence_heading)[0].y0
+        evidence = line_boxes(pg, head_y - 1, pg.rect.height)
+        other = line_boxes(pg, 0, head_y - 1)
+        answer = [tuple(r) for r in pg.search_for(answer_sentence)]
+    mask = highlight_mask(img)
+    n = int(mask.sum())
+    inside = int((mask & box_mask(mask.shape, evidence, scale, 4)).sum())
+    on_other = int((mask & box_mask(mask.shape, other, scale, -1)).sum())
+    ans = box_mask(mask.shape, answer, scale, -1)
+    covered = float((mask & ans).sum() / max(1, ans.sum()))
+    stats = {"highlight_pixels": n, "inside_evidence": inside / max(1, n), "on_other_section": on_other,
+             "answer_covered": covered}
+    assert n > 2000, stats
+    assert inside / n > 0.97, stats
+    assert on_other < 0.005 * n, stats
+    assert covered > 0.35, stats
+    return stats
+
+
+def shot(page, out_dir: Path, name: str) -> Path:
+    p = out_dir / "screenshots" / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(p), full_page=True)
+    return p
+
+
+# ---- fixtures ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("files")
+    made = {"muzei.pdf": D.museum_pdf(), "parking.pdf": D.parking_pdf(), "vodonagrivach.pdf": D.heater_pdf(),
+            "zipsovanyi.pdf": pdfgen.corrupt_pdf(), "zakhyshchenyi.pdf": pdfgen.encrypted_pdf(),
+            "skan.pdf": pdfgen.image_only_pdf(pages=1), "parking-kopiia.pdf": D.parking_pdf(),
+            "questions.csv": D.questions_csv([("q1", D.MUSEUM_Q, "muzei.pdf", 1), ("q2", D.PARKING_Q, "parking.pdf", 1)])}
+    out = {}
+    for name, data in made.items():
+        (d / name).write_bytes(data)
+        out[name] = d / name
+    return out
+
+
+@pytest.fixture(scope="module")
+def alice(browser, app):
+    page = open_app(browser, app)
+    yield page
+    page.context.close()
+
+
+@pytest.fixture(scope="module")
+def bob(browser, app):
+    page = open_app(browser, app)
+    yield page
+    page.context.close()
+
+
+# ---- tests -------------------------------------------------------------------------------------
+@pytest.mark.timeout(600)
+def test_upload_two_pdfs_both_indexed(alice, files, out_dir):
+    upload(alice, "upload", [files["muzei.pdf"], files["parking.pdf"]])
+    wait_indexing_done(alice, 2)
+    rows = status_rows(alice)
+    assert [r[:2] for r in rows] == [["muzei.pdf", "indexed"], ["parking.pdf", "indexed"]], rows
+    assert all(re.search(r"1 page, \d+ chunks", r[2]) for r in rows), rows
+    expect(alice.locator("#documents")).to_contain_text("muzei.pdf")
+    expect(alice.locator("#documents")).to_contain_text("parking.pdf")
+    shot(alice, out_dir, "01-library-two-pdfs.png")
+
+
+@pytest.mark.timeout(600)
+def test_ask_shows_letter_and_highlighted_evidence(alice, app, out_dir):
+    tab(alice, "Ask")
+    alice.locator("#block textarea").fill(D.block(D.MUSEUM_Q, cyrillic=True))
+    alice.locator("#fill").click()
+    expect(alice.locator("#option-C textarea")).to_have_value(D.MUSEUM_Q[1][2])
+    expect(alice.locator("#question textarea")).to_have_value(D.MUSEUM_Q[0])
+    expect(alice.locator("#option-F textarea")).to_have_value(D.MUSEUM_Q[1][5])
+    alice.locator("#ask").click()
+    expect(alice.locator("#answer")).to_contain_text("Answer: C", timeout=ANSWER_TIMEOUT)
+    expect(alice.locator("#answer")).to_contain_text("muzei.pdf")
+    expect(alice.locator("#answer")).to_contain_text("page 1")
+    stats = check_highlight(image_of(alice, "evidence-page", app), D.museum_pdf(), "Графік роботи", D.MUSEUM_ANSWER)
+    print("evidence highlight:", stats)
+    # every score is in the candidates table; PDF text stays text (no HTML from the PDF)
+    cands = text_of(alice, "candidates")
+    for col in ("rerank", "fused", "dense", "lexical", "option_dense", "option_lexical"):
+        assert col in cands
+    assert D.INJECTION.split(" **")[0] in cands, "the PDF's '<img …>' text must show literally"
+    assert alice.locator("img[src='x']").count() == 0
+    timings = text_of(alice, "timings")
+    for stage in ("retrieve", "rerank", "answer", "total"):
+        assert stage in timings
+    # selecting a candidate of the other document shows its page with its chunk highlighted
+    row_locator(alice, "candidates", "parking.pdf").locator("[role=gridcell]").nth(1).click()
+    expect(alice.locator("#candidate-caption")).to_contain_text("parking.pdf", timeout=60_000)
+    other = image_of(alice, "candidate-page", app)
+    assert highlight_mask(other).sum() > 2000
+    shot(alice, out_dir, "02-ask.png")
+
+
+@pytest.mark.timeout(900)
+def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path):
+    tab(alice, "Evaluate")
+    upload(alice, "questions-csv", [files["questions.csv"]])
+    alice.locator("#run-name textarea").fill("first")
+    alice.wait_for_timeout(500)
+    alice.locator("#run").click()
+    expect(alice.locator("#eval-message")).to_contain_text("finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(alice.locator("#score")).to_contain_text("Score:")
+    expect(alice.locator("#question-table")).to_contain_text("q2")
+    with alice.expect_download() as dl:
+        alice.locator("#download-submission").click()
+    got_path = out_dir / "app-submission.csv"
+    dl.value.save_as(got_path)
+    with alice.expect_download() as dl:
+        alice.locator("#download-trace").click()
+    assert dl.value.suggested_filename == "trace.jsonl"
+
+    # a question's trace: both pages side by side, the gold rank per stage
+    row_locator(alice, "question-table", "q1").locator("[role=gridcell]").first.click()
+    expect(alice.locator("#question-head")).to_contain_text("Question q1", timeout=60_000)
+    expect(alice.locator("#gold-ranks")).to_contain_text("rerank")
+    pages = image_of(alice, "trace-pages", app)
+    assert pages.width > 1.8 * pages.height * 0.7  # two pages next to each other
+    expect(alice.locator("#trace")).to_contain_text("gold_rank")
+    # the error filter and comparing a run with itself
+    alice.locator("#error-kind label").filter(has_text="wrong document").click()
+    alice.wait_for_timeout(1500)
+    wrong_doc = table_rows(alice, "question-table")
+    assert all(r[4] != r[5] for r in wrong_doc), wrong_doc  # Document != Gold document
+    alice.locator("#error-kind label").filter(has_text="all").click()
+    wait_until(alice, lambda: len(table_rows(alice, "question-table")) == 2, 30, "the unfiltered table")
+    shot(alice, out_dir, "03-evaluate.png")
+
+    # the same PDFs and CSV through the command line
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    for n in ("muzei.pdf", "parking.pdf"):
+        (pdfs / n).write_bytes(files[n].read_bytes())
+    cli = subprocess.run([sys.executable, "-m", "pipeline.evaluate", "--pdfs", str(pdfs), "--questions",
+                          str(files["questions.csv"]), "--out", str(tmp_path / "out"), "--data-dir",
+                          str(tmp_path / "lib")], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    want = list(csv.DictReader(open(tmp_path / "out" / "submission.csv", encoding="utf-8")))
+    got = list(csv.DictReader(open(got_path, encoding="utf-8")))
+    assert got == want
+    assert [r["Correct_Answer"] for r in got] == ["C", "D"]
+
+
+@pytest.mark.timeout(300)
+def test_compare_runs_in_the_ui(alice, out_dir):
+    for dd in ("run-a", "run-b"):
+        alice.locator(f"#{dd} input").click()
+        alice.locator(f"#{dd}").get_by_role("option", name="first").click()
+    expect(alice.locator("#run-b input")).to_have_value("first")
+    alice.locator("#compare").click()
+    expect(alice.locator("#compare-summary")).to_contain_text("0 fixed", timeout=30_000)
+    expect(alice.locator("#deltas")).to_contain_text("score")
+
+
+@pytest.mark.timeout(600)
+def test_bad_files_fail_with_reasons_while_good_ones_index(bob, files, out_dir):
+    names = ["zipsovanyi.pdf", "zakhyshchenyi.pdf", "skan.pdf", "parking.pdf", "parking-kopiia.pdf"]
+    upload(bob, "upload", [files[n] for n in names])
+    wait_indexing_done(bob, len(names))
+    rows = {r[0]: r for r in status_rows(bob)}
+    assert rows["zipsovanyi.pdf"][1] == "failed" and "damaged" in rows["zipsovanyi.pdf"][2]
+    assert rows["zakhyshchenyi.pdf"][1] == "failed" and "password" in rows["zakhyshchenyi.pdf"][2]
+    assert rows["skan.pdf"][1] == "failed" and "no text layer" in rows["skan.pdf"][2]
+    assert rows["parking.pdf"][1] == "indexed"
+    assert rows["parking-kopiia.pdf"][1] == "already in the library"
+    shot(bob, out_dir, "04-library-failures.png")
+
+
+@pytest.mark.timeout(300)
+def test_second_visitor_does_not_see_the_first_ones_documents(alice, bob, app, out_dir):
+    docs_b = text_of(bob, "documents")
+    assert "parking.pdf" in docs_b and "muzei.pdf" not in docs_b
+    alice.reload()
+    alice.wait_for_function("() => !!localStorage.getItem('pdfqa-session')")
+    expect(alice.locator("#documents")).to_contain_text("muzei.pdf", timeout=30_000)
+    sessions = [p for p in (app.data_dir / "sessions").iterdir() if p.is_dir()]
+    assert len(sessions) == 2, sessions
+    # bob removes his only document; alice keeps hers
+    bob.locator("#remove-pick input").click()
+    bob.locator("#remove-pick").get_by_role("option", name=re.compile("parking.pdf")).click()
+    bob.locator("#remove").click()
+    expect(bob.locator("#library-message")).to_contain_text("Removed parking.pdf", timeout=30_000)
+    expect(bob.locator("#documents")).not_to_contain_text("parking.pdf")
+    alice.reload()
+    alice.wait_for_function("() => !!localStorage.getItem('pdfqa-session')")
+    expect(alice.locator("#documents")).to_contain_text("parking.pdf", timeout=30_000)
+    shot(bob, out_dir, "05-second-visitor.png")
+
+
+@pytest.mark.timeout(300)
+def test_library_survives_an_app_restart(alice, app, timings):
+    app.stop()
+    timings.record("app_restart_seconds", app.start())
+    alice.reload()
+    alice.wait_for_function("() => !!localStorage.getItem('pdfqa-session')")
+    expect(alice.locator("#documents")).to_contain_text("muzei.pdf", timeout=60_000)
+    expect(alice.locator("#documents")).to_contain_text("parking.pdf")
+
+
+@pytest.mark.timeout(900)
+def test_ten_page_pdf_upload_to_first_answer(browser, app, files, out_dir, timings):
+    carol = open_app(browser, app)
+    t0 = time.perf_counter()
+    upload(carol, "upload", [files["vodonagrivach.pdf"]])
+    wait_indexing_done(carol, 1, timeout_s=600)
+    t_indexed = time.perf_counter() - t0
+    assert status_rows(carol)[0][1] == "indexed"
+    assert "10 pages" in status_rows(carol)[0][2]
+    tab(carol, "Ask")
+    carol.locator("#question textarea").fill(D.HEATER_Q[0])
+    for letter, opt in zip("ABCDEF", D.HEATER_Q[1]):
+        carol.locator(f"#option-{letter} textarea").fill(opt)
+    carol.locator("#ask").click()
+    expect(carol.locator("#answer")).to_contain_text("Answer:", timeout=ANSWER_TIMEOUT)
+    total = time.perf_counter() - t0
+    timings.record("ten_page_pdf_indexed_seconds", t_indexed)
+    timings.record("upload_to_first_answer_seconds", total)
+    expect(carol.locator("#answer")).to_contain_text("Answer: C")
+    expect(carol.locator("#answer")).to_contain_text("page 8")
+    shot(carol, out_dir, "06-ten-page-answer.png")
+    carol.context.close()
+
+
+@pytest.mark.timeout(600)
+def test_sample_corpus_and_examples(browser, app, out_dir):
+    dave = open_app(browser, app)
+    dave.locator("#load-sample").click()
+    n = len(list((ROOT / "assets" / "sample").glob("*.pdf")))
+    wait_indexing_done(dave, n)
+    assert all(r[1] == "indexed" for r in status_rows(dave)), status_rows(dave)
+    tab(dave, "Ask")
+    dave.locator("#examples button, #examples tr").first.click()
+    wait_until(dave, lambda: dave.locator("#question textarea").input_value(), 30, "an example to fill the question")
+    assert dave.locator("#option-A textarea").input_value()
+    shot(dave, out_dir, "07-sample-examples.png")
+    dave.context.close()

@@ -1,0 +1,67 @@
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PDFQA_MODEL_DIR", str(Path.home() / ".cache" / "pdfqa"))
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from pipeline.embedders import E5Embedder
+
+    return E5Embedder()
+
+
+@pytest.fixture(scope="session")
+def counter(embedder):
+    from pipeline.chunking import TokenCounter
+
+    return TokenCounter(embedder.count_word_tokens)
+
+
+@pytest.fixture(scope="session")
+def models(embedder):
+    """The real embedder and answer model, loaded once for the session."""
+    from pipeline.qa import Models
+    from pipeline.settings import load_settings
+
+    m = Models(load_settings(), embedder=embedder)
+    m.answerer  # load now
+    return m
+
+
+@pytest.fixture(scope="session")
+def pdfgen():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pdfgen", Path(__file__).parent / "pdfgen.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# A generated manual with known answers: headings, a table, a running footer, four pages.
+FILLER = ("Користувач повинен уважно ознайомитися з цим посібником перед початком роботи, "
+          "зберігати його протягом усього строку служби приладу та передати новому власникові. ")
+
+
+@pytest.fixture(scope="session")
+def manual_pdf(pdfgen):
+    sections = [
+        ("1. Загальні відомості", FILLER * 12 + "\nЗволожувач «Росинка-7» призначений для житлових кімнат площею до 30 квадратних метрів."),
+        ("2. Технічні характеристики", FILLER * 4),
+        ("3. Догляд і чищення", FILLER * 14 + "\nРезервуар для води слід мити теплою водою з лимонною кислотою щотижня."),
+        ("4. Гарантія", FILLER * 12 + "\nВиробник надає гарантію на зволожувач строком 36 місяців від дня продажу."),
+    ]
+    table = [["Параметр", "Значення"], ["Об'єм резервуара", "4,5 літра"], ["Потужність", "28 Вт"],
+             ["Рівень шуму", "26 дБ"]]
+    return pdfgen.ukrainian_pdf("Посібник користувача зволожувача повітря «Росинка-7»", sections,
+                                footer="ТОВ «Росинка» · Посібник користувача", table=table, table_after=1)
+
+
+@pytest.fixture(scope="session")
+def other_pdf(pdfgen):
+    sections = [("Розклад", "Бібліотека працює з вівторка по суботу з 10:00 до 19:00. " * 5),
+                ("Правила", "Читач може взяти додому не більше п'яти книжок на строк до 21 дня. " * 5)]
+    return pdfgen.ukrainian_pdf("Правила міської бібліотеки", sections, footer="Міська бібліотека")

@@ -1,0 +1,318 @@
+"""Unit tests of the web app's thin logic (no models, no browser)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from webapp import runs as R
+from webapp.blocks import BlockError, parse_block
+from webapp.sessions import SessionStore, new_session_id, valid_session_id
+from webapp.views import failure_text, md_escape, plural, stream
+
+OPTS = ["Київ", "Львів", "Одеса", "Харків", "Дніпро", "Суми"]
+
+
+# ---- block parsing ---------------------------------------------------------------------------
+@pytest.mark.parametrize("marks", [
+    "ABCDEF",        # Latin
+    "АВСDЕF",        # Cyrillic look-alikes А В С Е mixed with Latin D F
+    "АБВГДЕ",        # Ukrainian order: А=A Б=B В=C Г=D Д=E Е=F
+    "abcdef",
+    "абвгде",
+])
+@pytest.mark.parametrize("sep", [")", ".", ":"])
+def test_block_with_every_kind_of_marker(marks, sep):
+    text = "Яка столиця України?\n" + "\n".join(f"{m}{sep} {o}" for m, o in zip(marks, OPTS))
+    p = parse_block(text)
+    assert p.question == "Яка столиця України?"
+    assert p.options == OPTS
+    assert p.notes == []
+
+
+def test_ukrainian_order_maps_v_to_c_but_lookalikes_map_v_to_b():
+    ukr = parse_block("Q?\nА) a\nБ) b\nВ) c\nГ) d")
+    assert ukr.options[:4] == ["a", "b", "c", "d"]
+    look = parse_block("Q?\nА) a\nВ) b\nС) c\nD) d")
+    assert look.options[:4] == ["a", "b", "c", "d"]
+
+
+def test_block_multiline_question_and_option_continuations_and_brackets():
+    text = """Питання 3: Згідно з правилами,
+    скільки днів триває абонемент?
+
+    (A) сім днів
+    (B) чотирнадцять
+    днів
+    (C) двадцять один день
+    (D) тридцять
+    (E) десять
+    (F) двадцять вісім
+    Відповідь: C"""
+    p = parse_block(text)
+    assert p.question == "Згідно з правилами, скільки днів триває абонемент?"
+    assert p.options[1] == "чотирнадцять днів"
+    assert p.options[5] == "двадцять вісім"  # the answer line is not part of F
+
+
+def test_block_question_starting_with_a_letter_is_not_an_option():
+    p = parse_block("В. Стефаник написав новелу?\nA) так\nB) ні")
+    assert p.question == "В. Стефаник написав новелу?"
+    assert p.options[:2] == ["так", "ні"]
+
+
+def test_block_inline_and_missing_options_and_windows_newlines():
+    p = parse_block("Що більше? A) 1 B) 2 C) 3")
+    assert p.question == "Що більше?" and p.options == ["1", "2", "3", "", "", ""]
+    assert p.notes == ["option D is missing", "option E is missing", "option F is missing"]
+    p = parse_block("Q?\r\nA) x\r\nB) y\r\n")
+    assert p.options[:2] == ["x", "y"]
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("", "empty"),
+    ("Just a question with no options", "no options"),
+    ("A) x\nB) y", "no question"),
+    ("Q?\nA) only one", "fewer than two"),
+])
+def test_block_errors_are_plain_messages(text, msg):
+    with pytest.raises(BlockError, match=msg):
+        parse_block(text)
+
+
+# ---- runs: error kinds, filtering, comparing -----------------------------------------------------
+def rec(qid, answer="A", doc="d.pdf", page=1, gold=("A", "d.pdf", 1), error=None):
+    r = {"Question_ID": qid, "answer": answer, "doc": doc, "page": page, "seconds": 1.0}
+    if gold:
+        r["gold"] = {"answer": gold[0], "doc": gold[1], "page": gold[2]}
+    if error:
+        r = {"Question_ID": qid, "error": error, "seconds": 0.1, **({"gold": r["gold"]} if gold else {})}
+    return r
+
+
+TRACES = [
+    rec("1"),                                        # all right
+    rec("2", answer="B"),                            # wrong answer
+    rec("3", doc="x.pdf", page=4),                   # wrong document (page not counted separately)
+    rec("4", page=2),                                # wrong page
+    rec("5", answer="C", page=3),                    # wrong answer and wrong page
+    rec("6", error="RuntimeError: boom"),            # failed
+    rec("7", gold=None),                             # no gold: nothing to be wrong about
+]
+
+
+def test_error_kinds():
+    kinds = {t["Question_ID"]: R.error_kinds(t) for t in TRACES}
+    assert kinds == {"1": [], "2": ["wrong answer"], "3": ["wrong document"], "4": ["wrong page"],
+                     "5": ["wrong answer", "wrong page"], "6": ["failed", "wrong answer", "wrong document"],
+                     "7": []}
+
+
+@pytest.mark.parametrize("kind, ids", [
+    ("all", ["1", "2", "3", "4", "5", "6", "7"]),
+    ("wrong answer", ["2", "5", "6"]),
+    ("wrong document", ["3", "6"]),
+    ("wrong page", ["4", "5"]),
+    ("failed", ["6"]),
+])
+def test_filter_by_kind_of_error(kind, ids):
+    assert [t["Question_ID"] for t in R.filter_traces(TRACES, kind)] == ids
+
+
+def test_filter_rejects_unknown_kind_and_counts():
+    with pytest.raises(ValueError):
+        R.filter_traces(TRACES, "wrong colour")
+    assert R.kind_counts(TRACES) == {"all": 7, "wrong answer": 3, "wrong document": 2, "wrong page": 2, "failed": 1}
+
+
+def test_question_rows_are_plain_values():
+    rows = R.question_rows(TRACES, {"2": {"text": "Що?" * 100}})
+    assert rows[0][0] == "1" and rows[0][8] == "right"
+    assert rows[1][1].endswith("…") and len(rows[1][1]) == 161
+    assert rows[5][8] == "failed: RuntimeError: boom"
+    assert rows[6][8] == "no gold"
+    assert all(isinstance(c, (str, int, float)) for r in rows for c in r)
+
+
+def run(name, traces, metrics):
+    return {"name": name, "traces": traces, "metrics": metrics, "questions": {}}
+
+
+def test_compare_runs_deltas_and_flips_both_ways():
+    a = run("a", [rec("1"), rec("2", answer="B"), rec("3"), rec("4", answer="E")],
+            {"score": 0.5, "answer_accuracy": 0.5, "doc_accuracy": 1.0, "page_proximity": 1.0})
+    b = run("b", [rec("1", answer="C"), rec("2"), rec("3"), rec("4", answer="F"), rec("9")],
+            {"score": 0.6, "answer_accuracy": 0.75, "doc_accuracy": 1.0, "page_proximity": 0.9})
+    c = R.compare_runs(a, b)
+    deltas = {d["metric"]: d["B − A"] for d in c["deltas"]}
+    assert deltas["score"] == pytest.approx(0.1) and deltas["answer_accuracy"] == pytest.approx(0.25)
+    assert deltas["doc_accuracy"] == 0 and deltas["page_proximity"] == pytest.approx(-0.1)
+    flips = {f["Question_ID"]: f["change"] for f in c["flips"]}
+    assert flips == {"1": "broken", "2": "fixed"}  # 4 is wrong in both: not a flip
+    assert (c["fixed"], c["broken"]) == (1, 1)
+
+
+def test_compare_runs_without_gold_lists_changed_answers():
+    a = run("a", [rec("1", gold=None), rec("2", gold=None)], {"n_questions": 2})
+    b = run("b", [rec("1", answer="B", gold=None), rec("2", gold=None)], {"n_questions": 2})
+    c = R.compare_runs(a, b)
+    assert [(f["Question_ID"], f["change"]) for f in c["flips"]] == [("1", "changed")]
+    assert all(d["B − A"] is None for d in c["deltas"])
+
+
+def test_runs_saved_listed_and_loaded(tmp_path):
+    from pipeline.evaluate import write_outputs
+    from pipeline.types import Question
+
+    for name in ("old", "new"):
+        out = tmp_path / name
+        R.save_questions(out, [Question("1", "Що?", ["a", "b", "", "", "", ""], "A", "d.pdf", 1)])
+        write_outputs(out, [{"Question_ID": "1", "Correct_Answer": "A", "Doc_ID": "d.pdf", "Page_Num": 1}],
+                      [rec("1")], {"score": 1.0})
+        time.sleep(0.02)
+    os.utime(tmp_path / "old" / "trace.jsonl", (time.time() - 60, time.time() - 60))
+    (tmp_path / "unfinished").mkdir()  # no trace.jsonl: not listed
+    assert R.list_runs(tmp_path) == ["new", "old"]
+    got = R.load_run(tmp_path, "new")
+    assert got["metrics"] == {"score": 1.0} and got["traces"][0]["Question_ID"] == "1"
+    assert got["questions"]["1"]["text"] == "Що?"
+    assert R.unique_run_name(tmp_path, "new") == "new-2"
+    with pytest.raises(ValueError):
+        R.load_run(tmp_path, "../new")
+
+
+@pytest.mark.parametrize("raw, clean", [("my run 1", "my-run-1"), ("../../etc/passwd", "etc-passwd"),
+                                        ("Прогін №2", "Прогін-2"), ("...", None), ("", None)])
+def test_clean_run_name(raw, clean):
+    got = R.clean_run_name(raw, now=0)
+    assert got == clean if clean else got.startswith("run-")
+    assert "/" not in got and not got.startswith(".")
+
+
+# ---- sessions ---------------------------------------------------------------------------------------
+class FakePipe:
+    opened: list = []
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "library.sqlite").write_text("")
+        self.closed = False
+        FakePipe.opened.append(self)
+
+
+def store(tmp_path, **kw) -> SessionStore:
+    return SessionStore(tmp_path, FakePipe, closer=lambda p: setattr(p, "closed", True), **kw)
+
+
+def test_session_ids_are_random_tokens_and_only_they_become_paths(tmp_path):
+    a, b = new_session_id(), new_session_id()
+    assert a != b and valid_session_id(a)
+    s = store(tmp_path)
+    for bad in ("", "../x", "A" * 32, "0" * 31, None, "0" * 32 + "/.."):
+        assert not valid_session_id(bad)
+        with pytest.raises(ValueError):
+            s.session_dir(bad)
+
+
+def test_sessions_get_separate_dirs_created_lazily(tmp_path):
+    s = store(tmp_path)
+    a, b = new_session_id(), new_session_id()
+    assert not s.exists(a) and not (tmp_path / "sessions").exists()  # nothing made by looking
+    with s.open(a) as pa:
+        pass
+    with s.open(b) as pb:
+        pass
+    assert pa is not pb
+    assert pa.root == tmp_path / "sessions" / a / "library"
+    assert pb.root == tmp_path / "sessions" / b / "library"
+    assert s.runs_dir(a) != s.runs_dir(b)
+    with s.open(a) as again:
+        assert again is pa  # reused, not reopened
+    assert s.exists(a) and s.exists(b)
+
+
+def test_shared_library_maps_every_session_to_one_dir(tmp_path):
+    s = store(tmp_path, shared=True)
+    with s.open(new_session_id()) as p1, s.open(new_session_id()) as p2:
+        assert p1 is p2 and p1.root == tmp_path / "library"
+    assert s.runs_dir(new_session_id()) == tmp_path / "runs"
+
+
+def test_open_pipelines_are_bounded_and_busy_ones_kept(tmp_path):
+    s = store(tmp_path, max_open=2)
+    ids = [new_session_id() for _ in range(4)]
+    FakePipe.opened = []
+    with s.open(ids[0]) as first:
+        for sid in ids[1:]:
+            with s.open(sid):
+                pass
+        assert len(s._open) == 2
+        assert not first.closed  # the least recently used, but in use: never closed under a visitor
+    closed = [p.root.parent.name for p in FakePipe.opened if p.closed]
+    assert closed == [ids[1], ids[2]]
+
+
+def test_expiry_by_age_and_count_spares_sessions_in_use(tmp_path):
+    ids = [new_session_id() for _ in range(6)]
+    now = time.time()
+    maker = store(tmp_path)
+    for i, sid in enumerate(ids):
+        with maker.open(sid):
+            pass
+        t = now - 100 * (6 - i)  # ids[0] oldest, ids[5] newest
+        os.utime(tmp_path / "sessions" / sid / ".last_used", (t, t))
+    stale = ids[4]  # recent by order, but unused for two hours
+    os.utime(tmp_path / "sessions" / stale / ".last_used", (now - 7200, now - 7200))
+    s = store(tmp_path, max_sessions=3, max_age_s=3600)
+    with s.open(ids[0]):  # in use (and so touched now)
+        removed = s.cleanup(now=now)
+    left = {p.name for p in (tmp_path / "sessions").iterdir()}
+    assert stale in removed
+    assert left == {ids[0], ids[5], ids[3]}  # the one in use, then the newest two; ids[1], ids[2] over the count
+    assert set(removed) == {ids[1], ids[2], ids[4]}
+
+
+def test_new_sessions_trigger_cleanup(tmp_path):
+    s = store(tmp_path, max_sessions=2)
+    ids = [new_session_id() for _ in range(4)]
+    for i, sid in enumerate(ids):
+        with s.open(sid):
+            pass
+        t = time.time() - 100 * (4 - i)
+        os.utime(tmp_path / "sessions" / sid / ".last_used", (t, t))
+    left = {p.name for p in (tmp_path / "sessions").iterdir()}
+    assert len(left) <= 3 and ids[3] in left and ids[0] not in left
+
+
+# ---- views -------------------------------------------------------------------------------------------
+def test_md_escape_makes_pdf_text_inert():
+    s = md_escape("<img src=x onerror=alert(1)> **bold** [link](http://x) # h\n`code` $x$")
+    assert "<" not in s and ">" not in s
+    assert "\\*\\*bold\\*\\*" in s and "\\[link\\]\\(http\\:" in s and "\\$x\\$" in s
+    assert "\n" not in s
+    assert md_escape("a" * 50, limit=10) == "a" * 9 + "…"
+
+
+def test_failure_text_and_plural():
+    assert failure_text("x.pdf", ValueError("x.pdf: the PDF is damaged")) == "the PDF is damaged"
+    assert plural(1, "page") == "1 page" and plural(2, "chunk") == "2 chunks"
+
+
+def test_stream_reports_progress_then_result_or_error():
+    def work(report):
+        for i in range(3):
+            report("embed", i / 3)
+        return "ok"
+
+    events = list(stream(work))
+    assert [k for k, _ in events] == ["progress"] * 3 + ["done"] and events[-1][1] == "ok"
+
+    def bad(report):
+        raise RuntimeError("boom")
+
+    (kind, err), = list(stream(bad))
+    assert kind == "error" and str(err) == "boom"

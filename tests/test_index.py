@@ -1,0 +1,101 @@
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipeline.evaluate import index_folder
+from pipeline.index import Library
+from pipeline.qa import Pipeline
+from pipeline.retrieval import Retriever
+from pipeline.settings import load_settings
+from pipeline.types import Question
+
+ROOT = Path(__file__).resolve().parent.parent
+Q = Question("q1", "Як часто слід мити резервуар для води?",
+             ["щодня", "щотижня", "щомісяця", "раз на рік", "ніколи", "після кожного вмикання"])
+
+
+def top(lib, embedder, settings):
+    return [(c.chunk.chunk_id, round(c.scores["fused"], 5)) for c in Retriever(lib, embedder, settings).search(Q, k=5)]
+
+
+def test_reopened_in_a_new_process_gives_same_results_without_reembedding(tmp_path, embedder, manual_pdf, other_pdf):
+    s = load_settings()
+    lib = Library(tmp_path, embedder, s)
+    lib.add(manual_pdf, "manual.pdf")
+    lib.add(other_pdf, "other.pdf")
+    expected = top(lib, embedder, s)
+    assert expected and expected[0][0].startswith(lib.documents()[0].doc_hash)
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from pipeline.embedders import E5Embedder
+        from pipeline.index import Library
+        from pipeline.retrieval import Retriever
+        from pipeline.settings import load_settings
+        from pipeline.types import Question
+        calls = []
+        class Counting(E5Embedder):  # the real embedder, counting passage embeddings
+            def embed_passages(self, texts):
+                calls.append(len(texts))
+                return super().embed_passages(texts)
+        s = load_settings()
+        e = Counting()
+        lib = Library({str(tmp_path)!r}, e, s)
+        q = Question("q1", {Q.text!r}, {Q.options!r})
+        got = [(c.chunk.chunk_id, round(c.scores["fused"], 5)) for c in Retriever(lib, e, s).search(q, k=5)]
+        print(json.dumps({{"top": got, "passages_embedded": sum(calls), "docs": len(lib.documents())}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["passages_embedded"] == 0 and res["docs"] == 2
+    assert [tuple(x) for x in res["top"]] == expected
+
+
+def test_duplicate_remove_and_orphan_sweep(tmp_path, embedder, manual_pdf, other_pdf):
+    s = load_settings()
+    lib = Library(tmp_path, embedder, s)
+    first = lib.add(manual_pdf, "manual.pdf")
+    again = lib.add(manual_pdf, "copy-of-manual.pdf")
+    assert again.duplicate and again.doc_hash == first.doc_hash and len(lib.documents()) == 1
+    assert lib.pdf_path(first.doc_hash).read_bytes() == manual_pdf
+    n = lib.n_chunks()
+    lib.add(other_pdf, "other.pdf")
+    assert lib.remove(first.doc_hash)
+    assert [d.name for d in lib.documents()] == ["other.pdf"]
+    assert lib._col.count() == lib.n_chunks() < n + lib.n_chunks()
+    assert not lib.pdf_path(first.doc_hash).exists()
+    # vectors whose document was never listed (a crash between the two writes) vanish on open
+    lib._col.upsert(ids=["ghost:0"], embeddings=[[0.1] * 384], metadatas=[{"doc_hash": "ghost", "idx": 0}])
+    lib2 = Library(tmp_path, embedder, s)
+    assert "ghost:0" not in lib2._col.get()["ids"]
+
+
+def test_other_chunking_settings_are_refused_on_an_existing_library(tmp_path, embedder):
+    Library(tmp_path, embedder, load_settings())
+    with pytest.raises(ValueError, match="another data directory"):
+        Library(tmp_path, embedder, load_settings(chunk_tokens=200))
+
+
+def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, models, pdfgen, manual_pdf):
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    (folder / "a_good.pdf").write_bytes(manual_pdf)
+    (folder / "b_corrupt.pdf").write_bytes(pdfgen.corrupt_pdf())
+    (folder / "c_encrypted.pdf").write_bytes(pdfgen.encrypted_pdf())
+    (folder / "d_scanned.pdf").write_bytes(pdfgen.image_only_pdf())
+    (folder / "e_text.pdf").write_bytes(pdfgen.not_a_pdf())
+    pipe = Pipeline(load_settings(), root=tmp_path / "lib", models=models)
+    said = []
+    report = index_folder(pipe, folder.iterdir(), say=said.append)
+    assert report["indexed"] == ["a_good.pdf"]
+    failed = report["failed"]
+    assert "damaged" in failed["b_corrupt.pdf"]
+    assert "password" in failed["c_encrypted.pdf"]
+    assert "no text layer" in failed["d_scanned.pdf"]
+    assert "not a PDF" in failed["e_text.pdf"]
+    assert len(said) == 5 and [d.name for d in pipe.library.documents()] == ["a_good.pdf"]

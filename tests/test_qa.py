@@ -1,0 +1,50 @@
+"""End to end with the real models: generated PDFs with known answers."""
+import pymupdf
+import pytest
+
+from pipeline.qa import Pipeline
+from pipeline.settings import load_settings
+from pipeline.types import Question
+
+
+def page_of(pdf: bytes, phrase: str) -> int:
+    doc = pymupdf.open(stream=pdf, filetype="pdf")
+    hits = [i + 1 for i in range(doc.page_count) if phrase in " ".join(doc[i].get_text().split())]
+    assert len(hits) == 1
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def pipe(tmp_path_factory, models, manual_pdf, other_pdf):
+    p = Pipeline(load_settings(), root=tmp_path_factory.mktemp("lib"), models=models)
+    p.add_pdf(other_pdf, "library_rules.pdf")
+    p.add_pdf(manual_pdf, "humidifier_manual.pdf")
+    return p
+
+
+CASES = [
+    (Question("warranty", "Яким є строк гарантії на зволожувач «Росинка-7»?",
+              ["12 місяців", "24 місяці", "6 місяців", "36 місяців", "48 місяців", "гарантії немає"]),
+     "D", "строком 36 місяців"),
+    (Question("cleaning", "Як часто слід мити резервуар для води зволожувача?",
+              ["щодня", "щомісяця", "щотижня", "раз на рік", "ніколи", "після кожного вмикання"]),
+     "C", "з лимонною кислотою щотижня"),
+]
+
+
+@pytest.mark.parametrize("q,letter,phrase", CASES, ids=[c[0].qid for c in CASES])
+def test_answers_with_document_and_page(pipe, manual_pdf, q, letter, phrase):
+    a = pipe.ask(q)
+    assert a.doc_name == "humidifier_manual.pdf"
+    assert a.page == page_of(manual_pdf, phrase)
+    assert a.letter == letter, a.probabilities
+    assert abs(sum(a.probabilities.values()) - 1) < 1e-6 and set(a.probabilities) == set("ABCDEF")
+    assert a.evidence and a.evidence[0] is a.candidates[0] and phrase.split()[-1] in a.evidence[0].chunk.body
+    assert {"retrieve", "rerank", "answer"} <= set(a.timings)
+    c = a.candidates[0]
+    assert {"dense", "lexical", "fused", "rerank"} <= set(c.scores)
+
+
+def test_empty_library_says_so(tmp_path, models):
+    with pytest.raises(ValueError, match="empty"):
+        Pipeline(load_settings(), root=tmp_path, models=models).ask(CASES[0][0])

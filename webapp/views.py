@@ -1,0 +1,243 @@
+"""Turning pipeline results into what the UI shows: plain tables, data frames, escaped text, images.
+
+Nothing here renders text from a PDF as HTML: tables hold plain strings, and
+every string put into Markdown goes through :func:`md_escape`.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+
+from pipeline.answer import LETTERS
+from pipeline.qa import evidence_page
+from pipeline.types import Answer, Question
+
+log = logging.getLogger(__name__)
+
+_MD_SPECIAL = set("\\`*_{}[]()#+-.!|~$<>&=:\"'")
+
+
+def md_escape(text: object, limit: int | None = None) -> str:
+    """Text made inert for Markdown (and the HTML it becomes): one line, specials escaped."""
+    s = " ".join(str(text if text is not None else "").split())
+    if limit and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    out = []
+    for ch in s:
+        if ch == "<":
+            out.append("&lt;")
+        elif ch == ">":
+            out.append("&gt;")
+        elif ch == "&":
+            out.append("&amp;")
+        elif ch in _MD_SPECIAL:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def clip(text: str, n: int = 300) -> str:
+    s = " ".join((text or "").split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# ---- streaming work from a thread ------------------------------------------------
+def stream(work: Callable[[Callable[..., None]], Any]) -> Iterator[tuple[str, Any]]:
+    """Run ``work(report)`` in a thread; yield ``("progress", args)`` for each ``report(*args)``,
+    then ``("done", result)`` or ``("error", exception)``."""
+    q: queue.Queue = queue.Queue()
+
+    def target():
+        try:
+            q.put(("done", work(lambda *a: q.put(("progress", a)))))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            q.put(("error", e))
+
+    threading.Thread(target=target, daemon=True, name="pdfqa-work").start()
+    while True:
+        kind, value = q.get()
+        yield kind, value
+        if kind != "progress":
+            return
+
+
+# ---- library ---------------------------------------------------------------------
+STATUS_COLUMNS = ["File", "Status", "Details"]
+DOC_COLUMNS = ["Document", "Pages", "Chunks", "Warnings"]
+STAGES = {"parse": "parsing", "chunk": "chunking", "embed": "embedding", "indexed": "indexed"}
+
+
+def stage_text(stage: str, fraction: float) -> str:
+    return f"{STAGES.get(stage, stage)} {round(100 * max(0.0, min(1.0, fraction)))}%"
+
+
+def failure_text(name: str, err: Exception) -> str:
+    """A failure in plain words, without the file name the message starts with."""
+    msg = str(err)
+    for prefix in (f"{name}: ", f"{name.rsplit('/', 1)[-1]}: "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    return msg
+
+
+def doc_rows(docs) -> list[list]:
+    return [[d.name, d.n_pages, d.n_chunks, "; ".join(d.warnings)] for d in docs]
+
+
+def doc_choices(docs) -> list[tuple[str, str]]:
+    return [(f"{d.name} ({d.n_pages} p.)", d.doc_hash) for d in docs]
+
+
+# ---- ask ---------------------------------------------------------------------------
+CANDIDATE_COLUMNS = ["Rank", "Document", "Pages", "Shown page", "To model", "rerank", "fused", "dense",
+                     "lexical", "option_dense", "option_lexical", "Text"]
+CANDIDATE_WIDTHS = ["50px", "130px", "60px", "70px", "70px", "75px", "75px", "75px", "75px", "80px", "80px", "400px"]
+SCORE_KEYS = ["rerank", "fused", "dense", "lexical", "option_dense", "option_lexical"]
+
+
+def probs_frame(probabilities: dict[str, float], series: str | None = None) -> pd.DataFrame:
+    rows = {"option": list(LETTERS), "probability": [float(probabilities.get(L, 0.0)) for L in LETTERS]}
+    if series:
+        rows["scorer"] = [series] * len(LETTERS)
+    return pd.DataFrame(rows)
+
+
+def answer_markdown(q: Question, a: Answer) -> str:
+    i = LETTERS.index(a.letter)
+    p = a.probabilities.get(a.letter, 0.0)
+    lines = [f"## Answer: {a.letter}", f"**{a.letter})** {md_escape(q.options[i], 400)}  ",
+             f"probability {p:.0%}", ""]
+    if a.doc_name:
+        lines.append(f"**Document:** {md_escape(a.doc_name)} — **page {a.page}**")
+    if a.details.get("retried"):
+        lines.append("\n(the model was asked again with wider evidence)")
+    return "\n".join(lines)
+
+
+def candidate_refs(q: Question, a: Answer) -> list[dict]:
+    """What selecting a candidate needs: its chunk, document and evidence page (plain data)."""
+    evid = {c.chunk.chunk_id for c in a.evidence}
+    refs = []
+    for c in a.candidates:
+        refs.append({"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc_hash": c.chunk.doc_hash,
+                     "doc_name": c.chunk.doc_name, "page": evidence_page(c, q, a.letter),
+                     "pages": sorted(set(c.chunk.pages)), "evidence": c.chunk.chunk_id in evid,
+                     "scores": {k: float(v) for k, v in c.scores.items() if isinstance(v, (int, float))},
+                     "text": c.chunk.body})
+    return refs
+
+
+def candidate_rows(refs: list[dict]) -> list[list]:
+    rows = []
+    for r in refs:
+        sc = r["scores"]
+        rows.append([r["rank"], r["doc_name"], ", ".join(map(str, r["pages"])), r["page"],
+                     "yes" if r["evidence"] else "",
+                     *[round(sc[k], 4) if k in sc else None for k in SCORE_KEYS], clip(r["text"], 240)])
+    return rows
+
+
+def timing_rows(timings: dict[str, float]) -> list[list]:
+    rows = [[k, round(float(v), 3)] for k, v in timings.items()]
+    rows.append(["total", round(sum(float(v) for v in timings.values()), 3)])
+    return rows
+
+
+def picture(library, chunk_id: str | None, doc_hash: str | None, page: int | None):
+    """A page image: ``page`` of ``doc_hash`` with ``chunk_id``'s words highlighted (if on that page)."""
+    from pipeline.render import evidence_image, render_page
+
+    if doc_hash is None or page is None:
+        return None
+    if chunk_id:
+        got = library.chunks([chunk_id])
+        if got:
+            return evidence_image(library, got[0], int(page))
+    return render_page(library.pdf_path(doc_hash), int(page))
+
+
+# ---- evaluate ------------------------------------------------------------------------
+def metrics_markdown(m: dict, name: str) -> str:
+    lines = [f"### Run {md_escape(name)}", f"{m.get('n_questions', 0)} questions, {m.get('failed', 0)} failed"]
+    if "score" in m:
+        lines += ["", f"**Score: {m['score']:.3f}** = 0.5 × answer accuracy {m['answer_accuracy']:.3f} "
+                      f"+ 0.25 × document accuracy {m['doc_accuracy']:.3f} "
+                      f"+ 0.25 × page proximity {m['page_proximity']:.3f}"]
+    else:
+        lines.append("\nNo gold columns (Correct_Answer, Doc_ID, Page_Num): predictions only, no score.")
+    if "p50_seconds" in m:
+        lines.append(f"\nMedian {m['p50_seconds']:.1f} s per question, p95 {m['p95_seconds']:.1f} s")
+    return "\n".join(lines)
+
+
+def metrics_frame(m: dict) -> pd.DataFrame:
+    keys = [k for k in ("score", "answer_accuracy", "doc_accuracy", "page_proximity") if k in m]
+    return pd.DataFrame({"part": keys, "value": [float(m[k]) for k in keys]})
+
+
+def trace_probs_frame(rec: dict) -> pd.DataFrame:
+    frames = []
+    for key, label in (("option_probs", "option"), ("letter_probs", "letter")):
+        if rec.get(key):
+            frames.append(probs_frame(rec[key], label))
+    if not frames and rec.get("probabilities"):
+        frames.append(probs_frame(rec["probabilities"], "answer"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"option": [], "probability": [], "scorer": []})
+
+
+TRACE_FIRST = ["Question_ID", "answer", "gold", "doc", "page", "gold_rank", "error", "probabilities", "timings",
+               "seconds"]
+
+
+def trace_for_display(rec: dict) -> dict:
+    """The trace record with the summary keys first (the candidates, long, come last)."""
+    out = {k: rec[k] for k in TRACE_FIRST if k in rec}
+    out.update({k: v for k, v in rec.items() if k not in out and k != "candidates"})
+    if "candidates" in rec:
+        out["candidates"] = rec["candidates"]
+    return out
+
+
+def rank_rows(rec: dict) -> list[list]:
+    ranks = rec.get("gold_rank") or {}
+    return [[stage, r if r is not None else "not found"] for stage, r in ranks.items()]
+
+
+def doc_hash_by_name(library, name: str | None) -> str | None:
+    if not name:
+        return None
+    return next((d.doc_hash for d in library.documents() if d.name == name), None)
+
+
+def trace_pages_image(library, rec: dict):
+    """The predicted page (rank-1 chunk highlighted) and the gold page side by side, with captions."""
+    from pipeline.render import side_by_side
+
+    cands = rec.get("candidates") or []
+    left = right = None
+    left_label = right_label = ""
+    pred_hash = doc_hash_by_name(library, rec.get("doc"))
+    if pred_hash and rec.get("page"):
+        left = picture(library, cands[0]["chunk_id"] if cands else None, pred_hash, rec["page"])
+        left_label = f"Predicted: {rec['doc']}, page {rec['page']}"
+    gold = rec.get("gold") or {}
+    gold_hash = doc_hash_by_name(library, gold.get("doc"))
+    if gold_hash and gold.get("page"):
+        on_page = next((c["chunk_id"] for c in cands if c["doc"] == gold["doc"] and gold["page"] in c["pages"]), None)
+        try:
+            right = picture(library, on_page, gold_hash, gold["page"])
+            right_label = f"Gold: {gold['doc']}, page {gold['page']}"
+        except ValueError as e:  # a gold page beyond the document
+            log.info("gold page not shown: %s", e)
+    if left is not None and right is not None:
+        return side_by_side(left, right, (left_label, right_label))
+    return left if left is not None else right
