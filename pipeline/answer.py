@@ -202,7 +202,14 @@ class LlamaCppAnswerer(Answerer):
                       n_prompt, time.perf_counter() - t0)
 
 
+ANSWERERS: dict[str, type] = {}  # optional backends (remote, vllm), registered if their module imports
+
+
 def make_answerer(settings: Settings) -> Answerer:
+    if settings.answerer != "llama-cpp":
+        from .backends import optional_backend
+
+        return optional_backend("answerer", settings.answerer, ANSWERERS)(settings)
     from .models import shipped_gguf
 
     return LlamaCppAnswerer(str(shipped_gguf()), settings)

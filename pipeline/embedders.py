@@ -59,4 +59,8 @@ EMBEDDERS = {"e5": E5Embedder}
 
 
 def make_embedder(settings) -> Embedder:
-    return EMBEDDERS[settings.embedder](n_threads=settings.n_threads)
+    if settings.embedder == "e5":
+        return EMBEDDERS["e5"](n_threads=settings.n_threads)
+    from .backends import optional_backend  # remote, vllm: registered if their module imports
+
+    return optional_backend("embedder", settings.embedder, EMBEDDERS)(settings)

@@ -126,6 +126,10 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
     """Predict every question; a question that fails is recorded as failed, the batch goes on."""
     n_pages = {d.name: d.n_pages for d in pipe.library.documents()}
     rows, traces = [], []
+    live = None
+    if out:  # the trace grows as the run goes, so a long run can be followed (and survives a crash)
+        out.mkdir(parents=True, exist_ok=True)
+        live = open(out / "trace.jsonl", "w", encoding="utf-8")
     ks = (1, 2, 5, 20)
     for i, q in enumerate(questions, 1):
         t0 = time.perf_counter()
@@ -153,6 +157,9 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
             rec["error"] = f"{type(e).__name__}: {e}"
         rec["seconds"] = time.perf_counter() - t0
         traces.append(rec)
+        if live:
+            live.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            live.flush()
         rows.append({"Question_ID": q.qid, "Correct_Answer": letter, "Doc_ID": doc or "", "Page_Num": page or ""})
         if progress:
             progress(i, len(questions), rec)
@@ -174,7 +181,8 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
     if secs:
         result["p50_seconds"] = secs[len(secs) // 2]
         result["p95_seconds"] = secs[min(len(secs) - 1, int(0.95 * len(secs)))]
-    if out:
+    if live:
+        live.close()
         write_outputs(out, rows, traces, result)
     return result, traces
 

@@ -65,7 +65,14 @@ class OptionEvidenceReranker(Reranker):
         return out
 
 
+RERANKERS: dict[str, type] = {}  # optional backends (remote, vllm), registered if their module imports
+
+
 def make_reranker(settings: Settings, library: Library, embedder: Embedder) -> Reranker:
     if settings.reranker == "none":
         return NoReranker()
+    if settings.reranker != "options":
+        from .backends import optional_backend
+
+        return optional_backend("reranker", settings.reranker, RERANKERS)(settings)
     return OptionEvidenceReranker(library, embedder, settings)

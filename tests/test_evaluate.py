@@ -57,3 +57,40 @@ def test_read_questions_without_gold_columns_and_bad_rows():
 def test_read_questions_missing_column_is_a_clear_error():
     with pytest.raises(QuestionsError, match="lacks the column"):
         read_questions(b"Question_ID,Question,A,B\n1,q,a,b\n")
+
+
+def test_batch_command_end_to_end(tmp_path, models, manual_pdf, pdfgen, monkeypatch):
+    """``python -m pipeline.evaluate`` on generated PDFs: files written, bad PDF and bad row reported."""
+    import csv
+    import json
+
+    from pipeline import evaluate as ev
+    from pipeline import qa
+
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    (pdfs / "manual.pdf").write_bytes(manual_pdf)
+    (pdfs / "broken.pdf").write_bytes(pdfgen.corrupt_pdf())
+    import pymupdf
+
+    doc = pymupdf.open(stream=manual_pdf, filetype="pdf")
+    gold = [i + 1 for i in range(doc.page_count) if "строком 36 місяців" in " ".join(doc[i].get_text().split())][0]
+    qcsv = tmp_path / "q.csv"
+    qcsv.write_text(HEADER
+                    + "w1,x,4,Яким є строк гарантії на зволожувач «Росинка-7»?,12 місяців,24 місяці,6 місяців,"
+                      f"36 місяців,48 місяців,гарантії немає,D,manual.pdf,{gold}\n"
+                    + "w2,x,4,,a,b,c,d,e,f,A,manual.pdf,1\n", encoding="utf-8")
+    monkeypatch.setattr(qa, "Models", lambda settings: models)  # reuse the already loaded real models
+    out = tmp_path / "out"
+    assert ev.main(["--pdfs", str(pdfs), "--questions", str(qcsv), "--out", str(out),
+                    "--data-dir", str(tmp_path / "lib")]) == 0
+    rows = list(csv.DictReader(open(out / "submission.csv", encoding="utf-8")))
+    assert [r["Question_ID"] for r in rows] == ["w1"]
+    assert rows[0]["Correct_Answer"] == "D" and rows[0]["Doc_ID"] == "manual.pdf" and rows[0]["Page_Num"].isdigit()
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["n"] == 1 and m["doc_accuracy"] == 1.0 and m["answer_accuracy"] == 1.0 and m["page_proximity"] == 1.0
+    assert "broken.pdf" in m["indexing"]["failed"] and m["failed"] == 0
+    assert {"recall@1_retrieval", "recall@20_rerank", "page_proximity", "score"} <= set(m)
+    (trace,) = [json.loads(line) for line in open(out / "trace.jsonl", encoding="utf-8")]
+    assert trace["gold_rank"]["rerank"] >= 1 and set(trace["probabilities"]) == set("ABCDEF")
+    assert all({"dense", "lexical", "fused", "rerank"} <= set(c["scores"]) for c in trace["candidates"])

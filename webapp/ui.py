@@ -32,6 +32,8 @@ STORAGE_KEY = "pdfqa-session"
 # system fonts only: the page makes no request outside this server (works offline)
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                           font_mono=["ui-monospace", "Consolas", "monospace"])
+DELTA_COLUMNS = ["Metric", "A", "B", "B − A"]
+FLIP_COLUMNS = ["Question_ID", "change", "gold", "A answer", "B answer", "A document", "B document"]
 CSS = """
 #answer-letter h2 {font-size: 2rem; margin: 0}
 .pdfqa-small textarea {font-size: 0.85rem}
@@ -197,19 +199,19 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
             img = V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page)
         return (V.answer_markdown(q, a), V.probs_frame(a.probabilities), img,
                 _df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), refs,
-                _df(V.timing_rows(a.timings), ["Stage", "Seconds"]), None, "")
+                _df(V.timing_rows(a.timings), ["Stage", "Seconds"]), gr.update(value=None, visible=False), "")
 
     def on_candidate(sid, refs, evt: gr.SelectData):
         _need_sid(sid)
         row = evt.row_value or []
         ref = next((r for r in refs or [] if row and r["rank"] == row[0]), None)
         if ref is None:
-            return None, ""
+            return gr.update(value=None, visible=False), ""
         with store.open(sid) as pipe:
             img = V.picture(pipe.library, ref["chunk_id"], ref["doc_hash"], ref["page"])
         caption = (f"Candidate {ref['rank']}: {V.md_escape(ref['doc_name'])}, page {ref['page']}"
                    f" — rerank {ref['scores'].get('rerank', float('nan')):.3f}")
-        return img, caption
+        return gr.update(value=img, visible=True), caption
 
     # ---- evaluate --------------------------------------------------------------------
     def run_outputs(sid, name):
@@ -298,9 +300,8 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
             raise gr.Error("Pick two saved runs.")
         ra, rb = R.load_run(store.runs_dir(sid), a), R.load_run(store.runs_dir(sid), b)
         c = R.compare_runs(ra, rb)
-        deltas = _df([[d["metric"], d["A"], d["B"], d["B − A"]] for d in c["deltas"]], ["Metric", "A", "B", "B − A"])
-        cols = ["Question_ID", "change", "gold", "A answer", "B answer", "A document", "B document"]
-        flips = _df([[f[k] for k in cols] for f in c["flips"]], cols)
+        deltas = _df([[d["metric"], d["A"], d["B"], d["B − A"]] for d in c["deltas"]], DELTA_COLUMNS)
+        flips = _df([[f[k] for k in FLIP_COLUMNS] for f in c["flips"]], FLIP_COLUMNS)
         summary = (f"A = {V.md_escape(a)}, B = {V.md_escape(b)}: {c['fixed']} fixed (wrong in A, right in B), "
                    f"{c['broken']} broken (right in A, wrong in B)")
         return summary, deltas, flips
@@ -366,7 +367,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                                      column_widths=V.CANDIDATE_WIDTHS)
                 cand_caption = gr.Markdown(elem_id="candidate-caption", latex_delimiters=[])
                 cand_img = gr.Image(label="Selected candidate's page", type="pil", format="png", interactive=False,
-                                    elem_id="candidate-page", height=720)
+                                    elem_id="candidate-page", height=860, visible=False)
 
             with gr.Tab("Evaluate", id="evaluate"):
                 with gr.Row():
@@ -395,8 +396,10 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                                              y="probability", y_lim=[0, 1], label="Letter probabilities", sort="x",
                                              elem_id="question-probabilities", height=240)
                     with gr.Column(scale=2):
-                        pages = gr.Image(label="Predicted page | gold page", type="pil", format="png",
-                                         interactive=False, elem_id="trace-pages", height=600)
+                        gr.Markdown("**Predicted page** (left, its top candidate highlighted) and **gold page** "
+                                    "(right, the best-ranked candidate on it highlighted)")
+                        pages = gr.Image(label="Predicted page | gold page", show_label=False, type="pil",
+                                         format="png", interactive=False, elem_id="trace-pages", height=600)
                 trace_code = gr.Code(label="Trace", language="json", elem_id="trace", max_lines=30)
                 gr.Markdown("### Compare two saved runs")
                 with gr.Row():
@@ -406,8 +409,10 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                         open_btn = gr.Button("Open run A", elem_id="open-run")
                         compare_btn = gr.Button("Compare A → B", elem_id="compare")
                 compare_md = gr.Markdown(elem_id="compare-summary", latex_delimiters=[])
-                deltas = gr.Dataframe(label="Score deltas", interactive=False, elem_id="deltas")
-                flips = gr.Dataframe(label="Questions that flipped", interactive=False, elem_id="flips")
+                deltas = gr.Dataframe(_df([], DELTA_COLUMNS), label="Score deltas", interactive=False,
+                                      elem_id="deltas")
+                flips = gr.Dataframe(_df([], FLIP_COLUMNS), label="Questions that flipped", interactive=False,
+                                     elem_id="flips")
 
         # ---- events -----------------------------------------------------------------------
         demo.load(on_load, [stored], [stored, sid, docs, remove_pick, run_a, run_b])

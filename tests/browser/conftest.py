@@ -6,30 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("PDFQA_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-quic", "--no-first-run"]
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .harness import CHROMIUM, CHROMIUM_ARGS, ROOT, App
 
 
 @pytest.fixture(scope="session")
@@ -55,50 +36,6 @@ def timings(out_dir) -> Timings:
     return Timings(out_dir / "timings.json")
 
 
-class App:
-    """``python app.py`` on a free loopback port with its own data dir."""
-
-    def __init__(self, data_dir: Path, log_path: Path, extra_args: list[str] | None = None):
-        self.data_dir, self.log_path = data_dir, log_path
-        self.extra_args = extra_args or []
-        self.proc: subprocess.Popen | None = None
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-
-    def start(self, timeout: float = 120) -> float:
-        """Start and wait until the page is served; returns seconds from process start."""
-        env = {**os.environ, "PDFQA_DATA_DIR": str(self.data_dir), "GRADIO_ANALYTICS_ENABLED": "False",
-               "PYTHONUNBUFFERED": "1"}
-        env.pop("PDFQA_SHARED_LIBRARY", None)
-        self.log = open(self.log_path, "a")
-        t0 = time.perf_counter()
-        self.proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(self.port),
-                                      *self.extra_args], cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        while time.perf_counter() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the app exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as r:
-                    if r.status == 200 and b"<html" in r.read(2000).lower():
-                        return time.perf_counter() - t0
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"the app did not serve its page in {timeout} s; see {self.log_path}")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        if getattr(self, "log", None):
-            self.log.close()
-
-
 @pytest.fixture(scope="session")
 def app(tmp_path_factory, out_dir, timings):
     a = App(tmp_path_factory.mktemp("appdata"), out_dir / "app.log")
@@ -109,18 +46,11 @@ def app(tmp_path_factory, out_dir, timings):
 
 @pytest.fixture(scope="session")
 def browser():
+    """Headless Debian Chromium (never a downloaded browser build); the tests skip without it."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b
         b.close()
-
-
-def open_app(browser, app, context=None):
-    """A page on the app (in ``context``, or a fresh context = a new visitor), its session ready."""
-    ctx = context or browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    page = ctx.new_page()
-    page.set_default_timeout(30_000)
-    page.goto(app.url)
-    page.wait_for_function("() => !!localStorage.getItem('pdfqa-session')", timeout=60_000)
-    page.wait_for_timeout(500)
-    return page

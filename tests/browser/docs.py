@@ -2,9 +2,20 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
+from pathlib import Path
 
-from tests.pdfgen import ukrainian_pdf
+
+def _load_pdfgen():
+    spec = importlib.util.spec_from_file_location("pdfgen", Path(__file__).resolve().parents[1] / "pdfgen.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pdfgen = _load_pdfgen()
+ukrainian_pdf = pdfgen.ukrainian_pdf
 
 # One page each: a filler section, then the section that holds the answer. The
 # heading starts a new chunk, so only the answer section is the evidence.

@@ -18,11 +18,14 @@ import numpy as np
 import pymupdf
 import pytest
 from PIL import Image
-from playwright.sync_api import expect
 
-from tests import pdfgen
-from tests.browser import docs as D
-from tests.browser.conftest import ROOT, open_app
+from . import docs as D
+from .docs import pdfgen
+from .harness import CHROMIUM, ROOT, App, open_app
+
+expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
 
 ANSWER_TIMEOUT = 300_000  # ms: one question on a busy 2-core CPU
@@ -368,3 +371,22 @@ def test_sample_corpus_and_examples(browser, app, out_dir):
     assert dave.locator("#option-A textarea").input_value()
     shot(dave, out_dir, "07-sample-examples.png")
     dave.context.close()
+
+
+@pytest.mark.timeout(300)
+def test_shared_library_mode_shows_one_library_to_everyone(browser, files, out_dir, tmp_path):
+    shared = App(tmp_path / "shared-data", out_dir / "app-shared.log", ["--shared-library", "--no-warmup"])
+    try:
+        shared.start()
+        erin, frank = open_app(browser, shared), open_app(browser, shared)
+        expect(erin.locator("body")).to_contain_text("Shared library")
+        upload(erin, "upload", [files["muzei.pdf"]])
+        wait_indexing_done(erin, 1)
+        frank.reload()
+        expect(frank.locator("#documents")).to_contain_text("muzei.pdf", timeout=30_000)
+        assert (shared.data_dir / "library" / "library.sqlite").exists()
+        assert not (shared.data_dir / "sessions").exists()
+        erin.context.close()
+        frank.context.close()
+    finally:
+        shared.stop()
