@@ -30,7 +30,9 @@ RETRIEVAL = [
 ]
 # both scorers in one pass ("combined" computes the two)
 ANSWER = [(name, {"scorer": "combined", **over}) for name, over in
-          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3})]]
+          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3}),
+           ("2 passages + their next chunks", {"neighbours": True}),
+           ("retry with 4 passages when max p < 0.5", {"retry_below": 0.5})]]
 
 
 def run(args) -> str:

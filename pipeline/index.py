@@ -1,7 +1,8 @@
 """Stage 3 — the library: documents, chunks, a chromadb vector store and a BM25 index.
 
 Layout under ``root``: ``library.sqlite`` (documents, pages with word boxes,
-chunks) and ``chroma/`` (the embedded Chroma store).
+chunks) and ``chroma/`` (the embedded Chroma store), or, with a Chroma server
+configured (``chroma_url``), the vectors on that server (``pipeline.chroma_client``).
 A document is listed only once all of it is stored: its vectors go into Chroma
 first, then its rows in one SQLite transaction; vectors of a document that
 never got listed (a crash in between) are swept away on open. Reopening costs
@@ -19,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from .chroma_client import open_collection
 from .chunking import TokenCounter, chunk_document
 from .embedders import Embedder
 from .ingest import IngestError, file_hash, parse_pdf
@@ -72,8 +74,6 @@ def _word_at(spans: list[list[int]], n: int) -> list[int]:
 
 class Library:
     def __init__(self, root: Path | str, embedder: Embedder, settings: Settings):
-        import chromadb
-
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.settings = settings
@@ -83,10 +83,8 @@ class Library:
         self._db = sqlite3.connect(self.root / "library.sqlite", check_same_thread=False)
         self._db.executescript(_SCHEMA)
         self._check_fingerprint(settings.fingerprint())
-        client = chromadb.PersistentClient(path=str(self.root / "chroma"),
-                                           settings=chromadb.Settings(anonymized_telemetry=False))
-        self._col = client.get_or_create_collection(f"chunks-{settings.fingerprint()}",
-                                                    metadata={"hnsw:space": "cosine"}, embedding_function=None)
+        # vectors: the embedded Chroma under root, or the Chroma server at settings.chroma_url
+        self._col = open_collection(self.root, settings, self._db)
         self._files = self.root / "files"
         self._bm25 = None
         self._bm25_ids: list[str] = []
@@ -117,6 +115,19 @@ class Library:
             for f in self._files.iterdir():
                 if f.stem not in listed:
                     f.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Release the SQLite connection and this library's embedded Chroma system (best effort)."""
+        self._db.close()
+        try:  # chromadb keeps one system per path in a process-wide cache; stop and forget ours
+            from chromadb.api.shared_system_client import SharedSystemClient
+
+            system = SharedSystemClient._identifier_to_system.pop(self._chroma_path, None)
+            SharedSystemClient._identifier_to_refcount.pop(self._chroma_path, None)
+            if system is not None:
+                system.stop()
+        except Exception:  # a newer chromadb may manage this differently; nothing is lost
+            pass
 
     def pdf_path(self, doc_hash: str) -> Path:
         """The stored copy of a document's PDF (kept for rendering its pages)."""

@@ -124,8 +124,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128),
     # interactive: all three engines resident at once (memory arithmetic: docs/deploy.md, pipeline/gpu_plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",
-                 answer_model="Qwen/Qwen3-14B-AWQ", n_ctx=8192, embed_gpu_memory=0.10, rerank_gpu_memory=0.10,
-                 answer_gpu_memory=0.70),
+                 answer_model="Qwen/Qwen3-14B-AWQ", n_ctx=8192, embed_gpu_memory=0.12, rerank_gpu_memory=0.12,
+                 answer_gpu_memory=0.66),
     # the reference system's models; they do not fit together: one stage per process (python -m pipeline.staged)
     "t4x2-paper": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-8B", rerank_model="Qwen/Qwen3-Reranker-8B",
                        answer_model="Qwen/Qwen3-32B-AWQ", n_ctx=8192, embed_gpu_memory=0.90,

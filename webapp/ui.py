@@ -5,6 +5,7 @@ Handlers stay thin: the logic lives in :mod:`webapp.blocks`, :mod:`webapp.runs`,
 """
 from __future__ import annotations
 
+import html
 import logging
 import secrets
 import shutil
@@ -67,9 +68,14 @@ def _df(rows: list[list], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _error(message: str) -> gr.Error:
+    """A user-facing error; Gradio shows its message as HTML, so it is escaped."""
+    return gr.Error(html.escape(message))
+
+
 def _need_sid(sid: str) -> str:
     if not valid_session_id(sid):
-        raise gr.Error("The page is still loading; try again in a moment.")
+        raise _error("The page is still loading; try again in a moment.")
     return sid
 
 
@@ -128,8 +134,9 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                         status[i][1] = V.stage_text(*val)
                     elif kind == "done":
                         warn = f"; {'; '.join(val.warnings)}" if val.warnings else ""
+                        same = f"same file as {val.name}; " if val.duplicate and val.name != name else ""
                         status[i][1:] = ["already in the library" if val.duplicate else "indexed",
-                                         f"{V.plural(val.n_pages, 'page')}, {V.plural(val.n_chunks, 'chunk')}{warn}"]
+                                         f"{same}{V.plural(val.n_pages, 'page')}, {V.plural(val.n_chunks, 'chunk')}{warn}"]
                     elif isinstance(val, IngestError):
                         status[i][1:] = ["failed", V.failure_text(name, val)]
                     else:
@@ -147,13 +154,13 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         _need_sid(sid)
         pdfs = sorted(sample_dir.glob("*.pdf"))
         if not pdfs:
-            raise gr.Error(f"No sample corpus found in {sample_dir}/.")
+            raise _error(f"No sample corpus found in {sample_dir}/.")
         yield from index_files(sid, [(p.name, p) for p in pdfs])
 
     def on_remove(doc_hash, sid):
         _need_sid(sid)
         if not doc_hash:
-            raise gr.Error("Pick a document to remove first.")
+            raise _error("Pick a document to remove first.")
         with store.open(sid) as pipe:
             info = pipe.library.find(doc_hash)
             pipe.library.remove(doc_hash)
@@ -172,7 +179,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         try:
             p = parse_block(block)
         except BlockError as e:
-            raise gr.Error(str(e)) from None
+            raise _error(str(e)) from None
         note = ("Filled. " + "; ".join(p.notes)) if p.notes else "Filled."
         return p.question, *p.options, note
 
@@ -184,16 +191,16 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         _need_sid(sid)
         q = Question("ui", (question or "").strip(), [(o or "").strip() for o in options])
         if not q.text:
-            raise gr.Error("Write a question first (or paste a block and press Fill).")
+            raise _error("Write a question first (or paste a block and press Fill).")
         if sum(1 for o in q.options if o) < 2:
-            raise gr.Error("Give at least two options.")
+            raise _error("Give at least two options.")
         if not store.exists(sid):
-            raise gr.Error("The library is empty: add PDFs on the Library tab first.")
+            raise _error("The library is empty: add PDFs on the Library tab first.")
         with store.open(sid) as pipe:
             try:
                 a = pipe.ask(q)
             except ValueError as e:
-                raise gr.Error(str(e)) from None
+                raise _error(str(e)) from None
             refs = V.candidate_refs(q, a)
             top = refs[0] if refs else {}
             img = V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page)
@@ -226,15 +233,15 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
     def on_run(sid, csv_file, name, progress=gr.Progress()):
         _need_sid(sid)
         if not csv_file:
-            raise gr.Error("Upload a questions CSV first.")
+            raise _error("Upload a questions CSV first.")
         try:
             questions, problems = read_questions(Path(csv_file).read_bytes())
         except QuestionsError as e:
-            raise gr.Error(str(e)) from None
+            raise _error(str(e)) from None
         if not questions:
-            raise gr.Error("No usable questions in the file: " + "; ".join(problems[:5]))
+            raise _error("No usable questions in the file: " + "; ".join(problems[:5]))
         if not store.exists(sid):
-            raise gr.Error("The library is empty: add the PDFs on the Library tab first.")
+            raise _error("The library is empty: add the PDFs on the Library tab first.")
         runs_dir = store.runs_dir(sid)
         name = R.unique_run_name(runs_dir, R.clean_run_name(name))
         out = runs_dir / name
@@ -251,14 +258,14 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                     yield f"Run {V.md_escape(name)}: {done}/{n} questions answered{notes}", *skip
                 elif kind == "error":
                     log.error("evaluation failed", exc_info=val)
-                    raise gr.Error(f"The run failed: {type(val).__name__}: {val}")
+                    raise _error(f"The run failed: {type(val).__name__}: {val}")
         yield (f"Run {V.md_escape(name)} finished: {len(questions)} questions.{notes}", *run_outputs(sid, name),
                *runs_choices(sid))
 
     def on_open_run(sid, name):
         _need_sid(sid)
         if not name:
-            raise gr.Error("Pick a saved run first.")
+            raise _error("Pick a saved run first.")
         return f"Opened run {V.md_escape(name)}.", *run_outputs(sid, name)
 
     def on_filter(sid, name, kind):
@@ -297,7 +304,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
     def on_compare(sid, a, b):
         _need_sid(sid)
         if not a or not b:
-            raise gr.Error("Pick two saved runs.")
+            raise _error("Pick two saved runs.")
         ra, rb = R.load_run(store.runs_dir(sid), a), R.load_run(store.runs_dir(sid), b)
         c = R.compare_runs(ra, rb)
         deltas = _df([[d["metric"], d["A"], d["B"], d["B − A"]] for d in c["deltas"]], DELTA_COLUMNS)

@@ -239,5 +239,5 @@ def trace_pages_image(library, rec: dict):
         except ValueError as e:  # a gold page beyond the document
             log.info("gold page not shown: %s", e)
     if left is not None and right is not None:
-        return side_by_side(left, right, (left_label, right_label))
+        return side_by_side(left, right, (left_label, right_label), font_size=max(18, left.width // 30))
     return left if left is not None else right

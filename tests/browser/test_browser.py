@@ -300,6 +300,7 @@ def test_bad_files_fail_with_reasons_while_good_ones_index(bob, files, out_dir):
     assert rows["skan.pdf"][1] == "failed" and "no text layer" in rows["skan.pdf"][2]
     assert rows["parking.pdf"][1] == "indexed"
     assert rows["parking-kopiia.pdf"][1] == "already in the library"
+    assert "same file as parking.pdf" in rows["parking-kopiia.pdf"][2]
     shot(bob, out_dir, "04-library-failures.png")
 
 

