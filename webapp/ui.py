@@ -444,5 +444,4 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         qtable.select(on_question, [sid, run_state], [q_head, trace_code, pages, ranks, q_probs])
         compare_btn.click(on_compare, [sid, run_a, run_b], [compare_md, deltas, flips])
     demo.pdfqa_store = store  # for tests and maintenance
-    demo.pdfqa_css = CSS
     return demo

@@ -1,0 +1,178 @@
+"""The vLLM backends on a CPU: everything but the GPU call, on the real Qwen vocabulary.
+
+The Qwen2/Qwen3 vocabulary comes from the shipped GGUF (``pipeline.vocab.qwen_vocab``). The three GPU
+calls (``run_embed``, ``run_classify``, ``run_letter_logprobs``) are replaced by the same computation
+on CPU models that exist here: the letter log-probabilities and the reranker's p(yes) by llama.cpp
+running the shipped Qwen2.5-1.5B on exactly the tokens the vLLM backend would send, the embeddings by
+e5. Those stand-ins are real models, not canned numbers; vLLM itself is not run here (no GPU).
+"""
+import numpy as np
+import pytest
+
+from pipeline import vllm_backend
+from pipeline.answer import LETTERS, passage_text
+from pipeline.embedders import make_embedder
+from pipeline.prompts import (EMPTY_THINK, RERANK_LABELS, letter_prompt, letter_token_ids, rerank_document,
+                              rerank_prompt, rerank_query, with_think_block)
+from pipeline.settings import load_settings
+from pipeline.types import Candidate, Chunk, Question
+from pipeline.vllm_backend import STAGES, VllmAnswerer, VllmEmbedder, VllmReranker, engine_args
+from pipeline.vocab import qwen_vocab
+
+TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
+Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
+             ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"])
+TEXT2 = "Виробник надає гарантію на зволожувач строком 36 місяців від дня продажу."
+Q2 = Question("2", "Який строк гарантії на зволожувач?",
+              ["6 місяців", "12 місяців", "24 місяці", "36 місяців", "48 місяців", "без гарантії"])
+
+
+def cand(body, rank=1, heading="Розділ"):
+    return Candidate(Chunk(f"d:{rank}", "d", "d.pdf", rank, heading, body, "Інструкція", [(1, 0, len(body))]),
+                     {"fused": 1.0}, rank)
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return qwen_vocab()
+
+
+# ---- token ids and prompts on the Qwen vocabulary ------------------------------------------------------
+def test_letter_and_label_token_ids(vocab):
+    ids = letter_token_ids(vocab.encode)
+    assert ids == [362, 425, 356, 422, 468, 434]
+    assert [vocab.decode([i]) for i in ids] == [f" {L}" for L in LETTERS]
+    # the reranker's labels are single tokens, the ids vLLM's Qwen3-Reranker example names (no=2152, yes=9693)
+    assert [vocab.encode(t) for t in RERANK_LABELS] == [[2152], [9693]]
+
+
+def test_reranker_prompt_is_the_model_cards_and_option_aware(vocab):
+    s = load_settings("t4x2")
+    c = cand(TEXT)
+    p = rerank_prompt(s.rerank_instruction, rerank_query(Q), rerank_document(c))
+    assert p == ('<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the '
+                 'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
+                 f'<Instruct>: {s.rerank_instruction}\n<Query>: {Q.text}\nA. синього\nB. червоного\nC. зеленого\n'
+                 f'D. чорного\nE. жовтого\nF. білого\n<Document>: {passage_text(c)}<|im_end|>\n'
+                 '<|im_start|>assistant\n<think>\n\n</think>\n\n')
+    toks = vocab.encode(p)
+    assert toks[:3] == [151644, 8948, 198]  # <|im_start|> is parsed as the special token, not spelled out
+    assert toks.count(151644) == 3 and toks.count(151645) == 2  # three turns opened, two closed
+    assert vocab.decode(toks).endswith("</think>\n\n") and len(toks) < s.rerank_max_len
+    rr = VllmReranker(s, llm=object(), run=lambda llm, prompts: [0.0] * len(prompts))
+    assert rr.prompts(Q, [c]) == [p]
+
+
+def test_answer_prompt_turns_thinking_off_and_fits_max_model_len(vocab):
+    count = lambda t: len(vocab.encode(t))  # noqa: E731
+    s = load_settings("t4x2")
+    p = letter_prompt(Q, [cand(TEXT)], s, count)
+    assert p.endswith("<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nВідповідь:")
+    assert p.count(EMPTY_THINK) == 1 and with_think_block(p) == p
+    assert all(f"{L}. {o}" in p for L, o in zip(LETTERS, Q.options)) and TEXT in p
+    small = load_settings("t4x2", n_ctx=1024)
+    huge = cand("Довгий текст без потрібної відповіді. " * 3000, 2)
+    cut = letter_prompt(Q, [cand(TEXT), huge], small, count)
+    assert count(cut) <= 1024 - 8 and TEXT in cut and Q.text in cut and cut.endswith("Відповідь:")
+    assert all(f"{L}. {o}" in cut for L, o in zip(LETTERS, Q.options))
+
+
+def test_engine_arguments_for_two_t4s(monkeypatch):
+    for name in ("t4x2", "t4x2-paper"):
+        s = load_settings(name)
+        for stage in STAGES:
+            a = engine_args(s, stage)
+            assert a["dtype"] == "half" and a["tensor_parallel_size"] == 2  # T4: no bfloat16; two GPUs
+            assert a["attention_config"] == {"backend": "TRITON_ATTN"}  # FlashAttention needs cc >= 8.0
+        assert engine_args(s, "embed")["runner"] == "pooling" and "hf_overrides" not in engine_args(s, "embed")
+        assert engine_args(s, "rerank")["hf_overrides"] == {
+            "architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"],
+            "is_original_qwen3_reranker": True}
+        ans = engine_args(s, "answer")
+        assert ans["quantization"] == "awq" and ans["max_model_len"] == s.n_ctx == 8192 and ans["runner"] == "generate"
+        assert "quantization" not in engine_args(s, "embed") and "quantization" not in engine_args(s, "rerank")
+    paper = load_settings("t4x2-paper")
+    assert [engine_args(paper, st)["model"] for st in STAGES] == [
+        "Qwen/Qwen3-Embedding-8B", "Qwen/Qwen3-Reranker-8B", "Qwen/Qwen3-32B-AWQ"]
+    monkeypatch.setenv("PDFQA_VLLM_ARGS", '{"swap_space": 0, "max_num_batched_tokens": 4096}')
+    assert engine_args(load_settings("t4x2"), "answer")["max_num_batched_tokens"] == 4096
+
+
+def test_without_vllm_the_backend_says_what_to_install():
+    if vllm_backend.vllm is not None:
+        pytest.skip("vLLM is installed here")
+    with pytest.raises(ImportError, match="pip install -r requirements-gpu.txt"):
+        make_embedder(load_settings("t4x2"))
+
+
+# ---- the backends, with the GPU call done by a CPU model -------------------------------------------------
+def llama_letters(local):
+    """run_letter_logprobs on llama.cpp: the same token ids in, the log-probabilities of ``ids`` out."""
+    def run(llm, prompts, ids):
+        out = []
+        with local._lock:
+            for p in prompts:
+                lp = local._eval(list(p))
+                out.append({i: float(lp[i]) for i in ids})
+        return out
+    return run
+
+
+def llama_yes(local, vocab):
+    """run_classify on llama.cpp: p(yes) = sigmoid(logit yes - logit no) at the last token, as vLLM's converted head."""
+    yes, no = vocab.encode("yes")[0], vocab.encode("no")[0]
+
+    def run(llm, prompts):
+        out = []
+        with local._lock:
+            for p in prompts:
+                lp = local._eval(vocab.encode(p))
+                out.append(float(1 / (1 + np.exp(-(lp[yes] - lp[no])))))
+        return out
+    return run
+
+
+def test_vllm_answerer_batch(models, vocab):
+    local = models.answerer
+    # the stand-in model (Qwen2.5) was not trained with thinking blocks: those are checked on tokens above
+    s = load_settings("t4x2", think_block=False, n_ctx=4096)
+    ans = VllmAnswerer(s, llm=local.llm, tokenizer=vocab, run=llama_letters(local))
+    assert ans.letter_ids == local.letter_ids
+    ids = ans.prompt_ids(Q, [cand(TEXT)])
+    assert vocab.decode(ids).endswith("<|im_start|>assistant\nВідповідь:") and len(ids) < s.n_ctx
+    got = ans.score_batch([(Q, [cand(TEXT)]), (Q2, [cand(TEXT2)])])
+    assert [max(g.probabilities, key=g.probabilities.get) for g in got] == ["E", "D"]
+    assert all(sum(g.probabilities.values()) == pytest.approx(1.0) and g.letter == g.probabilities for g in got)
+    assert got[0].prompt_tokens == len(ids)
+    with pytest.raises(ValueError, match="letters only"):
+        VllmAnswerer(load_settings("t4x2", scorer="option"), llm=local.llm, tokenizer=vocab)
+
+
+def test_vllm_reranker_batch(models, vocab):
+    s = load_settings("t4x2")
+    rr = VllmReranker(s, llm=models.answerer.llm, run=llama_yes(models.answerer, vocab))
+    off = cand("Бібліотека працює з вівторка по суботу з 10:00 до 19:00.", 2, "Розклад")
+    got = rr.score_batch([(Q, [cand(TEXT), off]), (Q2, [cand(TEXT2, 3)])])
+    assert [len(g) for g in got] == [2, 1] and all(0.0 < x < 1.0 for g in got for x in g)
+    assert got[0][0] > got[0][1]  # the passage that answers ranks above the one that does not
+    ranked = rr.rerank(Q, [off, cand(TEXT)])
+    # the same prompt, the same score (up to llama.cpp's numerics when it reuses a cached prefix)
+    assert ranked[0].chunk.body == TEXT and ranked[0].scores["rerank"] == pytest.approx(got[0][0], abs=0.02)
+
+
+def test_vllm_embedder_prefixes_queries_and_normalises(embedder, vocab):
+    s = load_settings("t4x2")
+    seen = []
+
+    def e5(llm, texts):  # unnormalised vectors from a real model
+        seen.append(list(texts))
+        return (3.0 * embedder.embed_passages(texts)).tolist()
+
+    emb = VllmEmbedder(s, llm=object(), tokenizer=vocab, run=e5)
+    v = emb.embed_queries(["Якого кольору дах?"])
+    assert seen[-1] == [s.embed_query_prefix + "Якого кольору дах?"]
+    assert seen[-1][0].startswith("Instruct: ") and seen[-1][0].endswith("\nQuery:Якого кольору дах?")
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
+    p = emb.embed_passages([TEXT])
+    assert seen[-1] == [TEXT] and np.allclose(p, embedder.embed_passages([TEXT]), atol=1e-6)
+    assert emb.count_word_tokens("зволожувач") == len(vocab.encode(" зволожувач")) > 1
