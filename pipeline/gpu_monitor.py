@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
-import time
 
 QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.used,memory.total", "--format=csv,noheader,nounits"]
 
@@ -78,9 +77,3 @@ class GpuMonitor:
             {"index": i, "name": p["name"], "total_mib": p["total_mib"], "before_mib": base.get(i, 0),
              "peak_mib": p["used_mib"], "stage_peak_mib": p["used_mib"] - base.get(i, 0)}
             for i, p in sorted(self.peak.items())]}
-
-
-def timed(fn, *a, **kw):
-    t0 = time.perf_counter()
-    out = fn(*a, **kw)
-    return out, time.perf_counter() - t0

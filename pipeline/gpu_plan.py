@@ -1,6 +1,7 @@
 """GPU memory arithmetic for the vLLM profiles: weights + KV cache per GPU, from the models' configs.
 
     python -m pipeline.gpu_plan t4x2 t4x2-paper
+    python -m pipeline.gpu_plan t4x2 --gpu-gib 22 --set tensor_parallel=1 --set answer_model=Qwen/Qwen3-8B-AWQ
 
 Inputs are each model's ``config.json`` (layers, hidden size, MLP size, heads,
 KV heads, head size, vocabulary, tied embeddings) and the quantisation;
@@ -17,7 +18,9 @@ import sys
 from dataclasses import dataclass
 
 GIB = 1024 ** 3
-T4_GIB = 14.56  # a T4 reports 15,360 MiB; about 14.56 GiB of it is usable (torch.cuda.mem_get_info total)
+# A T4 has 16 GB; nvidia-smi lists 15,360 MiB, CUDA reports a little less (about 14.6-14.7 GiB) as total.
+# 14.56 GiB is taken here, on the safe side; scripts/gpu_check.sh prints the real total.
+T4_GIB = 14.56
 
 
 @dataclass(frozen=True)
@@ -137,10 +140,17 @@ def table(settings, gpu_gib: float = T4_GIB) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     from .settings import load_settings
 
-    for name in (argv if argv is not None else sys.argv[1:]) or ["t4x2", "t4x2-paper"]:
-        print(table(load_settings(name)), end="\n\n")
+    ap = argparse.ArgumentParser(prog="python -m pipeline.gpu_plan", description=__doc__.split("\n\n")[0])
+    ap.add_argument("profiles", nargs="*", default=["t4x2", "t4x2-paper"])
+    ap.add_argument("--gpu-gib", type=float, default=T4_GIB, help=f"usable GiB per GPU (T4: {T4_GIB})")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
+    a = ap.parse_args(argv)
+    for name in a.profiles:
+        print(table(load_settings(name, **dict(kv.split("=", 1) for kv in a.set)), a.gpu_gib), end="\n\n")
     return 0
 
 

@@ -85,6 +85,8 @@ class Library:
         self._check_fingerprint(settings.fingerprint())
         # vectors: the embedded Chroma under root, or the Chroma server at settings.chroma_url
         self._col = open_collection(self.root, settings, self._db)
+        # close() releases the embedded store only (a server's client is shared by every library)
+        self._chroma_path = None if settings.chroma_url else str(self.root / "chroma")
         self._files = self.root / "files"
         self._bm25 = None
         self._bm25_ids: list[str] = []

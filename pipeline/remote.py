@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 
 import numpy as np
@@ -204,7 +203,6 @@ class RemoteAnswerer(Answerer):
         self.letter_ids = self._letter_ids()
         self._ids = {tid: L for tid, L in zip(self.letter_ids, LETTERS)}
         self._texts = {t: L for t, L in zip(letter_texts(), LETTERS)}
-        self._lock = threading.Lock()
 
     def _server_tokenize(self, text: str) -> list[int] | None:
         """The served model's own token ids: vLLM's /tokenize, else llama.cpp's /extras/tokenize."""
@@ -225,11 +223,10 @@ class RemoteAnswerer(Answerer):
     def _letter_ids(self) -> list[int]:
         got = [self._server_tokenize(t) for t in letter_texts()]
         if all(got):
-            # drop a prefix every letter shares (a BOS some servers add)
-            n = 0
+            n = 0  # drop a prefix every letter shares (a BOS some servers add)
             while all(len(g) > n + 1 for g in got) and len({g[n] for g in got}) == 1:
                 n += 1
-            return letter_token_ids(lambda t, _m=dict(zip(letter_texts(), got)): _m[t][n:])
+            return letter_token_ids(dict(zip(letter_texts(), [g[n:] for g in got])).__getitem__)
         log.warning("the answer server has no tokenize endpoint: letter ids from the local Qwen vocabulary")
         return letter_token_ids(self.vocab.encode)
 
@@ -256,8 +253,8 @@ class RemoteAnswerer(Answerer):
         out: dict[str, float] = {}
         for tok, lp in (top or {}).items():
             L = None
-            if tok.startswith("token_id:"):
-                L = self._ids.get(int(tok.split(":", 1)[1]))
+            if tok.startswith("token_id:") and tok[9:].isdigit():  # vLLM, return_tokens_as_token_ids
+                L = self._ids.get(int(tok[9:]))
             else:
                 L = self._texts.get(tok)
             if L and lp is not None and lp > -1e30:

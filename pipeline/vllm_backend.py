@@ -30,6 +30,9 @@ through ``python -m pipeline.staged``, one stage per process.
 """
 from __future__ import annotations
 
+import json
+import shlex
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -82,6 +85,24 @@ def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
             args["quantization"] = s.vllm_quantization
     args.update(s.vllm_args)
     return args
+
+
+# the remote profile's ports (PDFQA_ANSWER_URL, PDFQA_EMBED_URL, PDFQA_RERANK_URL default to these on 127.0.0.1)
+PORTS = {"answer": 8000, "embed": 8001, "rerank": 8002}
+
+
+def serve_command(settings: Settings, stage: str, host: str = "0.0.0.0", port: int | None = None) -> list[str]:
+    """The ``vllm serve`` command running exactly this stage's engine as an OpenAI-compatible server."""
+    args = dict(engine_args(settings, stage))
+    cmd = ["vllm", "serve", args.pop("model"), "--host", host, "--port", str(port or PORTS[stage])]
+    for k, v in args.items():
+        if k == "attention_config":
+            cmd += ["--attention-backend", v["backend"]]
+        elif isinstance(v, bool):
+            cmd += [f"--{k.replace('_', '-')}"] if v else []
+        else:
+            cmd += [f"--{k.replace('_', '-')}", json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
+    return cmd
 
 
 # ---- engines (GPU) -------------------------------------------------------------------
@@ -221,3 +242,24 @@ class VllmAnswerer(Answerer):
         if (scorer or "letter") != "letter":
             raise ValueError("the vLLM answerer scores letters only")
         return self.score_batch([(q, evidence)])[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the ``vllm serve`` commands that serve a profile's three engines (for the remote profile)."""
+    import argparse
+
+    from .settings import load_settings
+
+    ap = argparse.ArgumentParser(prog="python -m pipeline.vllm_backend", description=main.__doc__)
+    ap.add_argument("--profile", default="t4x2")
+    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    a = ap.parse_args(argv)
+    s = load_settings(a.profile, **dict(kv.split("=", 1) for kv in a.set))
+    for stage in STAGES:
+        print(shlex.join(serve_command(s, stage, a.host)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

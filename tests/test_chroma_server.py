@@ -90,6 +90,8 @@ def test_sweep_and_refusals_with_a_chroma_server(tmp_path, embedder, manual_pdf,
         a2 = Library(tmp_path / "a", embedder, s)
         assert "ghost:0" not in a2._col.get()["ids"] and a2._col.count() == a2.n_chunks()
         assert a2.remove(a2.documents()[0].doc_hash) and a2._col.count() == 0
+        a.close()  # closing one library leaves the server's client to the others
+        assert b._col.count() == b.n_chunks() > 0
         # a library whose vectors are elsewhere is refused, not answered from half an index
         with pytest.raises(ValueError, match="vector store at .* holds 0 of its vectors"):
             Library(tmp_path / "b", embedder, load_settings("cpu"))  # embedded store: empty
