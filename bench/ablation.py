@@ -30,9 +30,9 @@ RETRIEVAL = [
 ]
 # both scorers in one pass ("combined" computes the two)
 ANSWER = [(name, {"scorer": "combined", **over}) for name, over in
-          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3}),
-           ("2 passages + their next chunks", {"neighbours": True}),
-           ("retry with 4 passages when max p < 0.5", {"retry_below": 0.5})]]
+          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3})]]
+# also available, off by default and not yet measured: {"neighbours": True} (each passage followed by its
+# next chunk), {"retry_below": 0.5} (a second answer with 4 passages when the best probability is low)
 
 
 def run(args) -> str:
@@ -65,14 +65,14 @@ def run(args) -> str:
     out += lines
     if args.answer_n:
         qs = questions[: args.answer_n]
-        rows = ["| variant | score (combined) | answer acc (option) | answer acc (letter) | doc acc | page prox | p50 s |",
-                "|---|---|---|---|---|---|---|"]
+        rows = ["| variant | score (combined) | answer acc (option) | answer acc (letter) | doc acc | page prox |",
+                "|---|---|---|---|---|---|"]
         for name, over in ANSWER:
             m, traces = evaluate(pipe_for(over), qs, answer=True)
             acc = {k: sum(max(t[f"{k}_probs"], key=t[f"{k}_probs"].get) == t["gold"]["answer"]
                           for t in traces if t.get(f"{k}_probs")) / len(qs) for k in ("option", "letter")}
             rows.append(f"| {name} | {m['score']:.3f} | {acc['option']:.3f} | {acc['letter']:.3f} | "
-                        f"{m['doc_accuracy']:.3f} | {m['page_proximity']:.3f} | {m['p50_seconds']:.1f} |")
+                        f"{m['doc_accuracy']:.3f} | {m['page_proximity']:.3f} |")
             print(rows[-1], flush=True)
         out += ["", f"End to end, first {len(qs)} questions (answer model: Qwen2.5-Coder-1.5B Q4_K_M):", ""] + rows
     return "\n".join(out) + "\n"

@@ -63,6 +63,29 @@ def letter_tail(q: Question) -> str:
             f"<|im_end|>\n<|im_start|>assistant\nВідповідь:")
 
 
+def fit_lines(text: str, budget: int, terms: set[str], count) -> str:
+    """The run of whole lines within ``budget`` tokens (``count`` counts them) that shares most words
+    with the question and options; the first line (title or heading) is kept when it is short."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    sizes = [count(ln) + 1 for ln in lines]
+    if budget <= 0 or sum(sizes) <= budget:
+        return text
+    hits = [len(terms & set(normalize(ln, "prefix6"))) for ln in lines]
+    best, best_hits, j, used, got = (0, 0), -1, 0, 0, 0
+    for i in range(len(lines)):  # sliding window [j, i]
+        used += sizes[i]
+        got += hits[i]
+        while used > budget and j < i:
+            used -= sizes[j]
+            got -= hits[j]
+            j += 1
+        if got > best_hits:
+            best, best_hits = (j, i), got
+    head = lines[0] if best[0] > 0 and sizes[0] < budget // 8 else None
+    body = lines[best[0]: best[1] + 1]
+    return "\n".join(([head, "…"] if head else []) + body)
+
+
 def softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max())
     return e / e.sum()
@@ -146,25 +169,7 @@ class LlamaCppAnswerer(Answerer):
         return float(np.mean(lps))
 
     def fit(self, text: str, budget: int, terms: set[str]) -> str:
-        """The run of whole lines within ``budget`` tokens that shares most words with the question and options."""
-        lines = [ln for ln in text.split("\n") if ln.strip()]
-        sizes = [len(self._tok(ln)) + 1 for ln in lines]
-        if budget <= 0 or sum(sizes) <= budget:
-            return text
-        hits = [len(terms & set(normalize(ln, "prefix6"))) for ln in lines]
-        best, best_hits, j, used, got = (0, 0), -1, 0, 0, 0
-        for i in range(len(lines)):  # sliding window [j, i]
-            used += sizes[i]
-            got += hits[i]
-            while used > budget and j < i:
-                used -= sizes[j]
-                got -= hits[j]
-                j += 1
-            if got > best_hits:
-                best, best_hits = (j, i), got
-        head = lines[0] if best[0] > 0 and sizes[0] < budget // 8 else None  # keep the title/heading line
-        body = lines[best[0]: best[1] + 1]
-        return "\n".join(([head, "…"] if head else []) + body)
+        return fit_lines(text, budget, terms, lambda line: len(self._tok(line)))
 
     def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
         t0 = time.perf_counter()

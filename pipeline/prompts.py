@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from .answer import LETTERS, letter_tail, passage_text, shared_prompt
+from .answer import LETTERS, fit_lines, letter_tail, passage_text, shared_prompt
 from .settings import Settings
 from .text import normalize
 from .types import Candidate, Question
@@ -74,31 +74,6 @@ def rerank_pairs(q: Question, candidates: list[Candidate]) -> tuple[str, list[st
 
 
 # ---- answering ---------------------------------------------------------------
-def fit_lines(text: str, budget: int, terms: set[str], count: Count) -> str:
-    """The run of whole lines within ``budget`` tokens sharing most words with the question and options.
-
-    The same rule as ``LlamaCppAnswerer.fit``, with the tokenizer passed in.
-    """
-    lines = [ln for ln in text.split("\n") if ln.strip()]
-    sizes = [count(ln) + 1 for ln in lines]
-    if budget <= 0 or sum(sizes) <= budget:
-        return text
-    hits = [len(terms & set(normalize(ln, "prefix6"))) for ln in lines]
-    best, best_hits, j, used, got = (0, 0), -1, 0, 0, 0
-    for i in range(len(lines)):
-        used += sizes[i]
-        got += hits[i]
-        while used > budget and j < i:
-            used -= sizes[j]
-            got -= hits[j]
-            j += 1
-        if got > best_hits:
-            best, best_hits = (j, i), got
-    head = lines[0] if best[0] > 0 and sizes[0] < budget // 8 else None
-    body = lines[best[0]: best[1] + 1]
-    return "\n".join(([head, "…"] if head else []) + body)
-
-
 def with_think_block(prompt: str) -> str:
     """Open the (last) assistant turn with an empty thinking block, as Qwen3 does for enable_thinking=False."""
     i = prompt.rfind(ASSISTANT)
