@@ -25,7 +25,7 @@ RETRIEVAL = [
     ("dense only", {"retrieval": "dense"}),
     ("BM25 only", {"retrieval": "bm25"}),
     ("no options in the query", {"query_with_options": False}),
-    ("BM25 on 6-character prefixes", {"lexical_norm": "prefix6"}),
+    ("BM25 on pymorphy3 lemmas", {"lexical_norm": "lemma"}),
     ("no document prefix", {"use_prefix": False}),
 ]
 # both scorers in one pass ("combined" computes the two)
