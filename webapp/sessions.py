@@ -39,27 +39,8 @@ def valid_session_id(sid: object) -> bool:
 
 
 def close_library(library) -> None:
-    """Best effort: release a library's SQLite connection and its Chroma system.
-
-    (``pipeline.index.Library`` has no ``close()`` yet; this reaches into it.)
-    """
-    close = getattr(library, "close", None)
-    if callable(close):
-        close()
-        return
-    try:
-        library._db.close()
-    except Exception:  # noqa: BLE001 - best effort
-        pass
-    try:
-        from chromadb.api.shared_system_client import SharedSystemClient
-
-        system = SharedSystemClient._identifier_to_system.pop(str(Path(library.root) / "chroma"), None)
-        SharedSystemClient._identifier_to_refcount.pop(str(Path(library.root) / "chroma"), None)
-        if system is not None:
-            system.stop()
-    except Exception:  # noqa: BLE001
-        log.debug("could not stop the chroma system of %s", library.root, exc_info=True)
+    """Release a library's SQLite connection and its Chroma system (``Library.close``)."""
+    library.close()
 
 
 class SessionStore:
