@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
     if not a.no_warmup:  # load the models in the background: the page is served meanwhile
         threading.Thread(target=lambda: (models.embedder, models.answerer), daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)
-    demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True, footer_links=["gradio"])
+    demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True, footer_links=["gradio"],
+                max_file_size=int(settings.max_upload_mb * 1e6))  # Gradio refuses bigger uploads before they land
 
 
 if __name__ == "__main__":

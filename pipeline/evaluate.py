@@ -4,7 +4,9 @@
 
 Writes ``submission.csv`` (Question_ID, Correct_Answer, Doc_ID, Page_Num),
 ``metrics.json`` (with gold columns) and ``trace.jsonl``. Never reads
-``Domain`` or ``N_Pages`` to predict.
+``Domain`` or ``N_Pages`` to predict. A question that fails (e.g. a model
+server down) gets its error in ``trace.jsonl``, an empty answer in
+``submission.csv`` and is counted in ``metrics.json`` (``failed``); the run goes on.
 """
 from __future__ import annotations
 
@@ -14,67 +16,148 @@ import io
 import json
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterable
 
 from .answer import LETTERS
 from .ingest import IngestError
 from .qa import Pipeline, evidence_page
+from .remote import BackendTimeout
 from .settings import load_settings
 from .types import Candidate, Question
 
-REQUIRED = ["Question_ID", "Question", "A", "B", "C", "D", "E", "F"]
+REQUIRED = ["Question_ID", "Question", *LETTERS]
 GOLD = ["Correct_Answer", "Doc_ID", "Page_Num"]
+MAX_CELL = 5000  # characters; a longer cell is cut (with a note)
+MAX_PROBLEMS = 50  # notes returned; the rest are counted
+_NOT_TEXT = {b"PK\x03\x04": "a ZIP archive or an Excel .xlsx workbook", b"\xd0\xcf\x11\xe0": "an Excel .xls workbook",
+             b"%PDF": "a PDF", b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image"}
 
 
 class QuestionsError(ValueError):
     """A questions file that cannot be used; the message is meant for the user."""
 
 
-def decode(data: bytes) -> str:
-    for enc in ("utf-8-sig", "cp1251"):
-        try:
-            return data.decode(enc)
-        except UnicodeDecodeError:
-            continue
-    raise QuestionsError("the questions file is neither UTF-8 nor Windows-1251 text")
+def decode(data: bytes) -> tuple[str, list[str]]:
+    """The text of a questions file: UTF-8 (BOM or not), UTF-16 (BOM, or plainly so), else Windows-1251."""
+    if not data.strip():
+        raise QuestionsError("the questions file is empty")
+    for magic, what in _NOT_TEXT.items():
+        if data.startswith(magic):
+            raise QuestionsError(f"the questions file is not CSV text but {what}: save it as CSV (UTF-8) first")
+    notes: list[str] = []
+    half = len(data) // 2
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        text = data.decode("utf-16", errors="replace")
+    elif half and data[1::2].count(0) > half // 2:  # ASCII-heavy UTF-16 without a BOM
+        text = data.decode("utf-16-le", errors="replace")
+    elif half and data[0::2].count(0) > half // 2:
+        text = data.decode("utf-16-be", errors="replace")
+    else:
+        text = data.decode("utf-8", errors="replace")
+        bad = text.count("\ufffd")
+        high = len(data) - len(data.translate(None, bytes(range(128))))  # bytes >= 0x80
+        if bad and bad * 20 > high:  # mostly not UTF-8: Windows-1251
+            text = data.decode("cp1251", errors="replace")
+        elif bad:
+            notes.append(f"{bad} byte(s) that are not UTF-8 were replaced by \ufffd")
+    text = text.lstrip("\ufeff")
+    if not text.strip():
+        raise QuestionsError("the questions file is empty")
+    controls = sum(1 for ch in text[:100_000] if ch < " " and ch not in "\t\r\n")
+    if controls > len(text[:100_000]) // 100:
+        raise QuestionsError("the questions file is not text (it looks binary): expected a CSV file")
+    return text, notes
 
 
-def read_questions(data: bytes | str, max_rows: int = 100_000) -> tuple[list[Question], list[str]]:
-    """Questions from competition-format CSV; bad rows are skipped and reported, never fatal."""
-    text = decode(data) if isinstance(data, bytes) else data.lstrip("\ufeff")
+def _delimiter(first_line: str) -> str:
+    """Comma, semicolon or tab: whichever splits the header into the most known column names."""
+    known = {c.casefold() for c in REQUIRED + GOLD}
+    return max((",", ";", "\t"),
+               key=lambda d: sum(f.strip().casefold() in known for f in next(csv.reader([first_line], delimiter=d))))
+
+
+def _short(s: str, n: int = 40) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _page(s: str) -> int | None:
     try:
-        reader = csv.DictReader(io.StringIO(text))
-        header = [h.strip() for h in (reader.fieldnames or [])]
+        return int(float(s))  # "4" or Excel's "4.0"
+    except (ValueError, OverflowError):
+        return None
+
+
+def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple[list[Question], list[str]]:
+    """Questions from a competition-format CSV, and notes on what was skipped or changed.
+
+    Columns ``Question_ID, Question, A–F`` are required (any order, any case; others are ignored;
+    ``Correct_Answer, Doc_ID, Page_Num`` are read as gold); comma, semicolon or tab separated.
+    A file that cannot be used at all — or holds more than ``max_questions`` questions
+    (``settings.max_questions``) — raises :class:`QuestionsError`; bad rows are skipped with a note.
+    """
+    text, problems = decode(data) if isinstance(data, bytes) else (data.lstrip("\ufeff"), [])
+    reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text.split("\n", 1)[0]))
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        canon = {c.casefold(): c for c in REQUIRED + GOLD}
+        col: dict[str, int] = {}
+        for i, h in enumerate(header):
+            col.setdefault(canon.get(h.casefold(), h), i)
+        missing = [c for c in REQUIRED if c not in col]
+        if missing:
+            found = ", ".join(_short(h, 30) for h in header[:20] if h) or "nothing"
+            raise QuestionsError(f"the questions file lacks the column(s) {', '.join(missing)} (found: {found}); "
+                                 f"expected Question_ID, Question, A, B, C, D, E, F, and for scoring "
+                                 f"Correct_Answer, Doc_ID, Page_Num")
+        extra = [h for h in header if len(h) == 1 and h.upper() > "F" and h.isalpha()]
+        if extra:
+            problems.append(f"column(s) {', '.join(extra)} ignored: a question has six options, A–F")
+        used = [(c, i) for c, i in col.items() if c in REQUIRED + GOLD]
+        questions: list[Question] = []
+        seen: dict[str, int] = {}
+        line = reader.line_num + 1
+        for row in reader:
+            n, line = line, reader.line_num + 1  # a quoted cell may span lines
+            if not any(c.strip() for c in row):
+                continue
+            get = {c: (row[i].strip() if i < len(row) else "") for c, i in used}
+            qid = get["Question_ID"]
+            where = f"line {n} (Question_ID {_short(qid)})" if qid else f"line {n}"
+            long = [c for c, v in get.items() if len(v) > MAX_CELL]
+            if long:
+                problems.append(f"{where}: {', '.join(long)} cut to {MAX_CELL} characters")
+                get.update({c: get[c][:MAX_CELL] for c in long})
+            options = [get[L] for L in LETTERS]
+            if not qid:
+                problems.append(f"{where}: no Question_ID — skipped")
+            elif not get["Question"]:
+                problems.append(f"{where}: the question is empty — skipped")
+            elif qid in seen:
+                problems.append(f"{where}: this Question_ID is already used on line {seen[qid]} — skipped")
+            elif sum(1 for o in options if o) < 2:
+                problems.append(f"{where}: fewer than two non-empty options — skipped")
+            else:
+                seen[qid] = n
+                gold = get.get("Correct_Answer", "").upper()
+                gold = gold if len(gold) == 1 and gold in LETTERS else None
+                questions.append(Question(qid, get["Question"], options, gold, get.get("Doc_ID") or None,
+                                          _page(get.get("Page_Num", ""))))
     except csv.Error as e:
-        raise QuestionsError(f"the questions file is not valid CSV ({e})") from None
-    missing = [c for c in REQUIRED if c not in header]
-    if missing:
-        raise QuestionsError(f"the questions file lacks the column(s): {', '.join(missing)}")
-    questions, problems = [], []
-    for n, row in enumerate(reader, 2):
-        if len(questions) >= max_rows:
-            problems.append(f"more than {max_rows} questions: the rest were not read")
-            break
-        row = {(k or "").strip(): (v or "").strip() if isinstance(v, str) else "" for k, v in row.items()}
-        qid, text = row.get("Question_ID", ""), row.get("Question", "")
-        options = [row.get(L, "") for L in LETTERS]
-        if not qid or not text:
-            problems.append(f"line {n}: empty question id or question text — skipped")
-            continue
-        if sum(1 for o in options if o) < 2:
-            problems.append(f"line {n} (question {qid}): fewer than two non-empty options — skipped")
-            continue
-        gold = row.get("Correct_Answer", "").upper()
-        page = row.get("Page_Num", "")
-        questions.append(Question(qid, text, options, gold if len(gold) == 1 and gold in LETTERS else None,
-                                  row.get("Doc_ID") or None, int(page) if page.isdigit() else None))
+        raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
+    if not questions:
+        raise QuestionsError("the questions file has no usable question: " + "; ".join(problems[:3])
+                             if problems else "the questions file has a header but no questions")
+    if max_questions is not None and len(questions) > max_questions:
+        raise QuestionsError(f"the questions file has {len(questions):,} questions, more than the {max_questions:,} "
+                             f"allowed in one run: split it, or raise the limit (PDFQA_MAX_QUESTIONS)")
+    if len(problems) > MAX_PROBLEMS:
+        problems = problems[:MAX_PROBLEMS] + [f"… and {len(problems) - MAX_PROBLEMS:,} more"]
     return questions, problems
 
 
 def page_proximity(pred_doc, pred_page, gold_doc, gold_page, n_pages) -> float:
-    if pred_doc != gold_doc or pred_page is None or not n_pages:
+    if pred_doc != gold_doc or pred_page is None or gold_page is None or not n_pages:
         return 0.0
     return max(0.0, 1.0 - abs(pred_page - gold_page) / n_pages)
 
@@ -121,9 +204,34 @@ def _cand(c: Candidate) -> dict:
             "scores": {k: round(v, 5) for k, v in c.scores.items() if isinstance(v, float)}}
 
 
+def _predict(pipe: Pipeline, q: Question, rec: dict, answer: bool) -> None:
+    """Fill ``rec`` for one question; what is found before a failure stays in it."""
+    retrieved, reranked, timings = pipe.retrieve(q)
+    top = reranked[0] if reranked else None
+    rec.update(answer="", probabilities={}, doc=top.chunk.doc_name if top else None,
+               page=evidence_page(top, q, None) if top else None, timings=timings,
+               candidates=[_cand(c) for c in reranked])
+    if q.gold_doc:
+        rec["gold"] = {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page}
+        rec["gold_rank"] = {"retrieval": gold_rank(retrieved, q), "rerank": gold_rank(reranked, q)}
+    if answer:
+        a = pipe.answer(q, retrieved, reranked, timings)
+        rec.update(answer=a.letter, probabilities=a.probabilities, doc=a.doc_name, page=a.page,
+                   letter_probs=a.details["letter"], option_probs=a.details["option"],
+                   prompt_tokens=a.details["prompt_tokens"], retried=a.details["retried"],
+                   evidence=[c.chunk.chunk_id for c in a.evidence])
+
+
 def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None, answer: bool = True,
-             progress: Callable[[int, int, dict], None] | None = None) -> tuple[dict, list[dict]]:
-    """Predict every question; a question that fails is recorded as failed, the batch goes on."""
+             progress: Callable[[int, int, dict], None] | None = None,
+             give_up_after: int = 3) -> tuple[dict, list[dict]]:
+    """Predict every question; a question that fails is recorded as failed, the batch goes on.
+
+    A failed question keeps what was found before the failure (the retrieved document and page when
+    only the answer model failed) and its trace gets ``error``. After ``give_up_after`` questions in a
+    row time out on a model server, the rest are not tried: each is recorded as failed with that
+    timeout's message (``not_tried``), so a dead server costs a few timeouts, not one per question.
+    """
     n_pages = {d.name: d.n_pages for d in pipe.library.documents()}
     rows, traces = [], []
     live = None
@@ -131,39 +239,32 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
         out.mkdir(parents=True, exist_ok=True)
         live = open(out / "trace.jsonl", "w", encoding="utf-8")
     ks = (1, 2, 5, 20)
+    timeouts, down = 0, ""
     for i, q in enumerate(questions, 1):
         t0 = time.perf_counter()
         rec: dict = {"Question_ID": q.qid}
-        try:
-            if answer:
-                a = pipe.ask(q)
-                retrieved, reranked = a.details["retrieved"], a.candidates
-                letter, probs, doc, page, timings = a.letter, a.probabilities, a.doc_name, a.page, a.timings
-                rec.update(letter_probs=a.details["letter"], option_probs=a.details["option"],
-                           prompt_tokens=a.details["prompt_tokens"], retried=a.details["retried"],
-                           evidence=[c.chunk.chunk_id for c in a.evidence])
-            else:
-                retrieved, reranked, timings = pipe.retrieve(q)
-                letter, probs = "", {}
-                top = reranked[0] if reranked else None
-                doc, page = (top.chunk.doc_name, evidence_page(top, q, None)) if top else (None, None)
-            rec.update(answer=letter, probabilities=probs, doc=doc, page=page, timings=timings,
-                       candidates=[_cand(c) for c in reranked])
-            if q.gold_doc:
-                rec["gold"] = {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page}
-                rec["gold_rank"] = {"retrieval": gold_rank(retrieved, q), "rerank": gold_rank(reranked, q)}
-        except Exception as e:  # one failed question never stops the batch
-            letter, doc, page = "", None, None
-            rec["error"] = f"{type(e).__name__}: {e}"
+        if down:
+            rec.update(error=down, not_tried=True)
+        else:
+            try:
+                _predict(pipe, q, rec, answer)
+                timeouts = 0
+            except Exception as e:  # one failed question never stops the batch
+                rec["error"] = f"{type(e).__name__}: {e}"
+                timeouts = timeouts + 1 if isinstance(e, BackendTimeout) else 0
+                if timeouts >= give_up_after:
+                    down = f"{rec['error']} (not tried: {timeouts} questions in a row timed out on it)"
         rec["seconds"] = time.perf_counter() - t0
         traces.append(rec)
         if live:
             live.write(json.dumps(rec, ensure_ascii=False) + "\n")
             live.flush()
-        rows.append({"Question_ID": q.qid, "Correct_Answer": letter, "Doc_ID": doc or "", "Page_Num": page or ""})
+        rows.append({"Question_ID": q.qid, "Correct_Answer": rec.get("answer", ""), "Doc_ID": rec.get("doc") or "",
+                     "Page_Num": rec.get("page") or ""})
         if progress:
             progress(i, len(questions), rec)
-    result: dict = {"n_questions": len(questions), "failed": sum("error" in t for t in traces)}
+    result: dict = {"n_questions": len(questions), "failed": sum("error" in t for t in traces),
+                    "not_tried": sum("not_tried" in t for t in traces)}
     gold = [(q, t) for q, t in zip(questions, traces) if q.gold_doc]
     if gold:
         m = metrics([{"pred_answer": t.get("answer"), "gold_answer": q.gold_answer, "pred_doc": t.get("doc"),
@@ -213,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = dict(kv.split("=", 1) for kv in a.set)
     settings = load_settings(a.profile, **overrides)
     try:
-        questions, problems = read_questions(a.questions.read_bytes())
+        questions, problems = read_questions(a.questions.read_bytes(), settings.max_questions)
+        pdfs = [p for p in a.pdfs.iterdir() if p.suffix.lower() == ".pdf"]
     except (QuestionsError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -221,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {p}", file=sys.stderr)
     questions = questions[: a.limit] if a.limit else questions
     pipe = Pipeline(settings, root=a.data_dir)
-    report = index_folder(pipe, [p for p in a.pdfs.iterdir() if p.suffix.lower() == ".pdf"])
+    report = index_folder(pipe, pdfs)
     print(f"indexed {len(report['indexed'])} PDFs in {report['seconds']:.1f}s, {len(report['failed'])} failed")
 
     def show(i, n, rec):
@@ -229,15 +331,18 @@ def main(argv: list[str] | None = None) -> int:
         if "gold" in rec:
             g = rec["gold"]
             ok = f" {'✓' if rec.get('answer') == g['answer'] else '✗'}{'D' if rec.get('doc') == g['doc'] else 'd'}"
-        print(f"[{i}/{n}] {rec['Question_ID']}: {rec.get('answer') or '-'} {rec.get('doc') or rec.get('error', '')} "
-              f"p{rec.get('page')}{ok} {rec['seconds']:.1f}s", flush=True)
+        failed = f" FAILED — {rec['error']}" if "error" in rec else ""
+        print(f"[{i}/{n}] {rec['Question_ID']}: {rec.get('answer') or '-'} {rec.get('doc') or '-'} "
+              f"p{rec.get('page')}{ok} {rec['seconds']:.1f}s{failed}", flush=True)
 
     result, _ = evaluate(pipe, questions, a.out, answer=not a.no_answer, progress=show)
     result["indexing"] = {"pdfs": len(report["indexed"]), "failed": report["failed"], "seconds": report["seconds"]}
     result["settings"] = json.loads(settings.model_dump_json())
     (a.out / "metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     print(json.dumps({k: v for k, v in result.items() if k not in ("settings", "indexing")}, indent=2))
-    return 0
+    if result["failed"]:
+        print(f"warning: {result['failed']} of {len(questions)} questions failed (see trace.jsonl)", file=sys.stderr)
+    return 1 if questions and result["failed"] == len(questions) else 0
 
 
 if __name__ == "__main__":

@@ -94,7 +94,13 @@ class Pipeline:
     def ask(self, q: Question) -> Answer:
         if self.library.n_chunks() == 0:
             raise ValueError("the library is empty: add PDFs first")
-        retrieved, reranked, timings = self.retrieve(q)
+        return self.answer(q, *self.retrieve(q))
+
+    def answer(self, q: Question, retrieved: list[Candidate], reranked: list[Candidate],
+               timings: dict[str, float]) -> Answer:
+        """The answer from ``retrieve``'s candidates (a model server's failure: ``remote.BackendError``)."""
+        if not reranked:
+            raise ValueError("nothing was retrieved for this question: is the library empty?")
         s = self.settings
         evidence = self.evidence(reranked, s.top_k_answer)
         scores = self.models.answerer.score(q, evidence)
@@ -110,7 +116,6 @@ class Pipeline:
             if max(again.probabilities.values()) > max(probs.values()):
                 probs, evidence = again.probabilities, wider
         letter = max(probs, key=probs.get)
-        top = reranked[0] if reranked else None
-        page = evidence_page(top, q, letter) if top else None
-        return Answer(letter, probs, top.chunk.doc_name if top else None, top.chunk.doc_hash if top else None,
-                      page, reranked, evidence, timings, details)
+        top = reranked[0]
+        return Answer(letter, probs, top.chunk.doc_name, top.chunk.doc_hash, evidence_page(top, q, letter),
+                      reranked, evidence, timings, details)

@@ -19,8 +19,11 @@ model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
   ``logit_bias`` on the six and are read from their top ``answer_top_logprobs``.
   The letters are renormalised over the six.
 
-A server that cannot be reached, times out or answers with an error raises
-:class:`BackendError` naming the server and what went wrong.
+A server that cannot be reached, times out, closes the connection or answers
+with an error or a malformed reply raises :class:`BackendError` (a timeout:
+its subclass :class:`BackendTimeout`) whose message names the server's URL and
+what went wrong, e.g. ``answer server at http://h:8000/v1/completions did not
+answer within 60 s``.
 """
 from __future__ import annotations
 
@@ -44,6 +47,10 @@ log = logging.getLogger(__name__)
 
 class BackendError(RuntimeError):
     """A model server failed; the message says which one and how."""
+
+
+class BackendTimeout(BackendError):
+    """A model server did not answer within ``remote_timeout`` (each one costs that long)."""
 
 
 def _root(url: str) -> str:
@@ -75,9 +82,11 @@ class Http:
         try:
             r = self._client.post(url, content=json.dumps(body, ensure_ascii=False).encode("utf-8"))
         except httpx.TimeoutException:
-            raise BackendError(f"{self.what} server at {url} did not answer within {self.timeout:g} s") from None
-        except httpx.HTTPError as e:
+            raise BackendTimeout(f"{self.what} server at {url} did not answer within {self.timeout:g} s") from None
+        except httpx.ConnectError as e:
             raise BackendError(f"{self.what} server at {url} cannot be reached: {e or type(e).__name__}") from None
+        except httpx.HTTPError as e:  # e.g. the server closed the connection without answering
+            raise BackendError(f"{self.what} server at {url} failed: {e or type(e).__name__}") from None
         if r.status_code >= 400:
             raise BackendError(f"{self.what} server at {url} answered HTTP {r.status_code}: {_error_text(r)}")
         try:
@@ -246,24 +255,25 @@ class RemoteAnswerer(Answerer):
     def letter_logprobs(self, got: dict) -> dict[str, float]:
         """Log-probabilities of the letters in a completions response (vLLM or llama.cpp shapes)."""
         try:
-            top = got["choices"][0]["logprobs"]["top_logprobs"][0]
-        except (KeyError, IndexError, TypeError):
+            top = got["choices"][0]["logprobs"]["top_logprobs"][0] or {}
+            top = {str(t): float(lp) for t, lp in top.items() if lp is not None}
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise BackendError(f"answer server at {self.http.base}/completions returned no log-probabilities: "
                                f"{str(got)[:300]}") from None
         out: dict[str, float] = {}
-        for tok, lp in (top or {}).items():
+        for tok, lp in top.items():
             L = None
             if tok.startswith("token_id:") and tok[9:].isdigit():  # vLLM, return_tokens_as_token_ids
                 L = self._ids.get(int(tok[9:]))
             else:
                 L = self._texts.get(tok)
-            if L and lp is not None and lp > -1e30:
-                out[L] = max(out.get(L, -np.inf), float(lp))
+            if L and lp > -1e30:
+                out[L] = max(out.get(L, -np.inf), lp)
         if not out:
             raise BackendError(f"answer server at {self.http.base}/completions returned no log-probability "
                                f"for any of the letters A–F: {str(top)[:300]}")
         if len(out) < 6 and top:  # outside the server's top N: at most the smallest returned value
-            floor = min(float(v) for v in top.values() if v is not None)
+            floor = min(top.values())
             out = {L: out.get(L, floor) for L in LETTERS}
         return out
 
@@ -274,5 +284,6 @@ class RemoteAnswerer(Answerer):
         prompt = self.prompt(q, evidence)
         got = self.http.post("/completions", self.request(prompt))
         probs = renormalise(self.letter_logprobs(got), q)
-        n = (got.get("usage") or {}).get("prompt_tokens") or self._count(prompt)
+        usage = got.get("usage")
+        n = (usage.get("prompt_tokens") if isinstance(usage, dict) else None) or self._count(prompt)
         return Scores(probs, dict(probs), {}, int(n), time.perf_counter() - t0)

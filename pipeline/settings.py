@@ -23,8 +23,17 @@ class Settings(BaseSettings):
     profile: str = "cpu"
     data_dir: Path = Path("data")
 
+    # limits (each reached one gives the user a clear message; README "Limits")
+    max_upload_mb: float = Field(100.0, description="largest PDF accepted, in MB")
+    max_pages: int = Field(1000, description="pages per document")
+    max_documents: int = Field(200, description="documents per library (one library per browser session)")
+    max_doc_seconds: float = Field(900.0, description="time to parse, OCR and embed one document")
+    max_questions: int = Field(5000, description="questions per evaluation run")
+
     # ingest
-    max_pages: int = 2000
+    ocr: bool = True  # pages without a text layer are read by Tesseract (through PyMuPDF)
+    ocr_languages: str = "ukr+eng"
+    ocr_dpi: int = 200
     repeated_line_share: float = Field(0.6, description="a line on this share of pages is a running header/footer")
 
     # chunking (counted in the embedder's own tokens)

@@ -1,6 +1,10 @@
+import time
+from pathlib import Path
+
 import pytest
 
 from pipeline.evaluate import QuestionsError, metrics, page_proximity, read_questions
+from pipeline.settings import load_settings
 
 HEADER = "Question_ID,Domain,N_Pages,Question,A,B,C,D,E,F,Correct_Answer,Doc_ID,Page_Num\n"
 
@@ -32,31 +36,118 @@ def test_page_proximity_edges():
     assert page_proximity("a", 50, "a", 1, 10) == 0.0  # never negative
     assert page_proximity("b", 1, "a", 1, 10) == 0.0
     assert page_proximity("a", None, "a", 1, 10) == 0.0
+    assert page_proximity("a", 1, "a", None, 10) == 0.0  # gold without a page
 
 
-def test_read_questions_competition_format_with_bom_and_cp1251():
-    text = HEADER + "7,domain_1,5,Що таке X?,один,два,три,чотири,п’ять,шість,C,doc.pdf,4\n"
-    for data in (text.encode("utf-8-sig"), text.replace("’", "'").encode("cp1251")):
+UKR = "7,domain_1,5,Що таке «X»? Ґанок і їжак,один,два,три,чотири,п’ять,шість,C,doc.pdf,4\n"
+
+
+def test_read_questions_competition_format_in_every_encoding():
+    text = HEADER + UKR
+    for data in (text.encode(), text.encode("utf-8-sig"), text.replace("’", "'").encode("cp1251"),
+                 text.encode("utf-16"), text.replace("\n", "\r\n").encode()):
         qs, problems = read_questions(data)
         assert problems == []
         (q,) = qs
         assert (q.qid, q.text, q.options[2], q.gold_answer, q.gold_doc, q.gold_page) == \
-            ("7", "Що таке X?", "три", "C", "doc.pdf", 4)
+            ("7", "Що таке «X»? Ґанок і їжак", "три", "C", "doc.pdf", 4)
+
+
+def test_read_questions_the_shared_dev_set():
+    f = Path(__file__).resolve().parents[2] / "shared" / "unlp" / "questions.csv"
+    if not f.exists():
+        pytest.skip("no ../shared/unlp")
+    qs, problems = read_questions(f.read_bytes())
+    assert len(qs) == 170 and problems == [] and all(q.gold_answer and q.gold_doc and q.gold_page for q in qs)
 
 
 def test_read_questions_without_gold_columns_and_bad_rows():
     text = ("Question_ID,Question,A,B,C,D,E,F\n"
             "1,Питання?,a,b,c,d,e,f\n"
             "2,,a,b,c,d,e,f\n"  # empty question
-            "3,Лише один варіант?,a,,,,,\n")
+            "3,Лише один варіант?,a,,,,,\n"  # one option
+            ",Без номера?,a,b,c,d,e,f\n"  # no id
+            "\n"  # a blank line: ignored
+            "1,Той самий номер?,a,b,c,d,e,f\n"  # duplicate id
+            "5,Два варіанти?,a,,b,,,\n")  # empty options stay empty strings
     qs, problems = read_questions(text.encode())
-    assert [q.qid for q in qs] == ["1"] and qs[0].gold_answer is None
-    assert len(problems) == 2 and "line 3" in problems[0] and "line 4" in problems[1]
+    assert [q.qid for q in qs] == ["1", "5"] and qs[0].gold_answer is None and qs[0].gold_doc is None
+    assert qs[1].options == ["a", "", "b", "", "", ""]
+    assert problems == ["line 3 (Question_ID 2): the question is empty — skipped",
+                        "line 4 (Question_ID 3): fewer than two non-empty options — skipped",
+                        "line 5: no Question_ID — skipped",
+                        "line 7 (Question_ID 1): this Question_ID is already used on line 2 — skipped"]
 
 
-def test_read_questions_missing_column_is_a_clear_error():
-    with pytest.raises(QuestionsError, match="lacks the column"):
+def test_read_questions_columns_missing_extra_reordered_seventh_option():
+    with pytest.raises(QuestionsError,
+                       match=r"lacks the column\(s\) C, D, E, F \(found: Question_ID, Question, A, B\)"):
         read_questions(b"Question_ID,Question,A,B\n1,q,a,b\n")
+    with pytest.raises(QuestionsError, match=r"lacks the column\(s\) Question \(found: Question_ID, Text, A, "):
+        read_questions(b"Question_ID,Text,A,B,C,D,E,F\n1,q,a,b,c,d,e,f\n")
+    # any order and case, extra columns ignored, a seventh option column noted once
+    text = ("f,e,Notes,question,d,c,b,a,question_id,G\n"
+            "6,5,x,Що?,4,3,2,1,q1,7\n"
+            "6,5,x,Що ще?,4,3,2,1,q2,7\n")
+    qs, problems = read_questions(text.encode())
+    assert [q.options for q in qs] == [list("123456")] * 2 and qs[1].text == "Що ще?"
+    assert problems == ["column(s) G ignored: a question has six options, A–F"]
+
+
+def test_read_questions_semicolon_and_tab_separated():
+    for sep in (";", "\t"):
+        text = HEADER.replace(",", sep) + UKR.replace(",", sep)
+        (q,), problems = read_questions(text.encode("cp1251", errors="replace"))
+        assert q.text == "Що таке «X»? Ґанок і їжак" and q.options[5] == "шість" and q.gold_page == 4
+    # a comma inside a semicolon-separated cell stays in the cell
+    (q,), _ = read_questions("Question_ID;Question;A;B;C;D;E;F\n1;Так, чи ні?;так;ні;;;;\n".encode())
+    assert q.text == "Так, чи ні?"
+
+
+def test_read_questions_unusable_files_are_clear_errors():
+    cases = {
+        b"": "the questions file is empty",
+        b"\xef\xbb\xbf  \r\n": "the questions file is empty",
+        HEADER.encode(): "has a header but no questions",
+        (HEADER + "1,d,5,,a,b,c,d,e,f,A,x.pdf,1\n").encode():
+            r"no usable question: line 2 \(Question_ID 1\): the question",
+        bytes(range(256)) * 40: "not text",
+        b"PK\x03\x04" + bytes(500): "Excel .xlsx",
+        b"%PDF-1.7\n" + bytes(100): "not CSV text but a PDF",
+        "Питання: що таке X?\nВідповідь: ніщо\n".encode(): r"lacks the column\(s\) Question_ID, Question, A, ",
+        (HEADER + '1,d,5,"' + "x" * 200_000 + "\n").encode(): "not valid CSV at line",
+    }
+    for data, message in cases.items():
+        with pytest.raises(QuestionsError, match=message):
+            read_questions(data)
+
+
+def test_read_questions_long_cells_bad_gold_and_mostly_utf8():
+    long = "Д" * 6000
+    text = HEADER + f"1,d,5,{long},{long},b,c,d,e,f,a,doc.pdf,4.0\n2,d,5,Q?,a,b,c,d,e,f,Z,doc.pdf,n/a\n"
+    (q1, q2), problems = read_questions(text.encode().replace(b"n/a", b"\xff"))  # one stray byte
+    assert len(q1.text) == len(q1.options[0]) == 5000 and q1.gold_answer == "A" and q1.gold_page == 4
+    assert q2.gold_answer is None and q2.gold_page is None
+    assert problems == ["1 byte(s) that are not UTF-8 were replaced by \ufffd",
+                        "line 2 (Question_ID 1): Question, A cut to 5000 characters"]
+    many = HEADER + "".join(f"{i},d,5,,a,b,c,d,e,f,A,x.pdf,1\n" for i in range(100)) + UKR
+    qs, problems = read_questions(many.encode())
+    assert len(qs) == 1 and len(problems) == 51 and problems[-1] == "… and 50 more"
+
+
+def test_read_questions_100000_rows_fast_and_the_run_limit():
+    rows = "".join(f"{i},d,5,Питання {i} про щось?,варіант а,варіант б,в,г,ґ,д,C,doc{i % 30}.pdf,{i % 7 + 1}\n"
+                   for i in range(100_000))
+    data = (HEADER + rows).encode()
+    t0 = time.perf_counter()
+    qs, problems = read_questions(data)
+    took = time.perf_counter() - t0
+    assert len(qs) == 100_000 and problems == [] and qs[-1].qid == "99999"
+    assert took < 10, took  # about 1 s on 2 busy cores
+    with pytest.raises(QuestionsError, match=r"has 100,000 questions, more than the 5,000 allowed in one run.*"
+                                             r"PDFQA_MAX_QUESTIONS"):
+        read_questions(data, max_questions=load_settings().max_questions)
+    assert len(read_questions(data[: data.index(b"\n5000,")], max_questions=5000)[0]) == 5000
 
 
 def test_batch_command_end_to_end(tmp_path, models, manual_pdf, pdfgen, monkeypatch):

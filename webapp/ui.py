@@ -19,6 +19,7 @@ from pipeline.answer import LETTERS
 from pipeline.evaluate import QuestionsError, evaluate, read_questions
 from pipeline.ingest import IngestError
 from pipeline.qa import Models, Pipeline
+from pipeline.remote import BackendError
 from pipeline.settings import Settings
 from pipeline.types import Question
 
@@ -124,9 +125,12 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         with store.open(sid) as pipe:
             for i, (name, path) in enumerate(items):
                 try:
-                    data = path.read_bytes()
+                    too_big = V.over_upload_limit(path.stat().st_size, settings.max_upload_mb)
+                    data = None if too_big else path.read_bytes()
                 except OSError as e:
-                    status[i][1:] = ["failed", f"the file could not be read ({e.strerror or e})"]
+                    too_big = f"the file could not be read ({e.strerror or e})"
+                if too_big:
+                    status[i][1:] = ["failed", too_big]
                     yield _df(status, V.STATUS_COLUMNS), *no_change
                     continue
                 for kind, val in V.stream(lambda report, data=data, name=name: pipe.add_pdf(data, name, progress=report)):
@@ -199,8 +203,11 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         with store.open(sid) as pipe:
             try:
                 a = pipe.ask(q)
-            except ValueError as e:
+            except (ValueError, BackendError) as e:  # an empty library; a model server down or timing out
                 raise _error(str(e)) from None
+            except Exception as e:  # an in-process model failing: logged, and said in plain words
+                log.error("answering failed", exc_info=e)
+                raise _error(f"The answer could not be computed: {type(e).__name__}: {e}") from None
             refs = V.candidate_refs(q, a)
             top = refs[0] if refs else {}
             img = V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page)
@@ -235,7 +242,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         if not csv_file:
             raise _error("Upload a questions CSV first.")
         try:
-            questions, problems = read_questions(Path(csv_file).read_bytes())
+            questions, problems = read_questions(Path(csv_file).read_bytes(), max_questions=settings.max_questions)
         except QuestionsError as e:
             raise _error(str(e)) from None
         if not questions:
@@ -250,7 +257,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         with store.open(sid) as pipe:
             R.save_questions(out, questions)
             progress((0, len(questions)), desc="answering")
-            done = 0
+            done, failed = 0, ""
             for kind, val in V.stream(lambda report: evaluate(pipe, questions, out, progress=report)):
                 if kind == "progress":
                     done, n, rec = val
@@ -259,7 +266,9 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                 elif kind == "error":
                     log.error("evaluation failed", exc_info=val)
                     raise _error(f"The run failed: {type(val).__name__}: {val}")
-        yield (f"Run {V.md_escape(name)} finished: {len(questions)} questions.{notes}", *run_outputs(sid, name),
+                else:
+                    failed = V.failed_text(val[1])
+        yield (f"Run {V.md_escape(name)} finished: {len(questions)} questions{failed}.{notes}", *run_outputs(sid, name),
                *runs_choices(sid))
 
     def on_open_run(sid, name):

@@ -80,6 +80,22 @@ def stage_text(stage: str, fraction: float) -> str:
     return f"{STAGES.get(stage, stage)} {round(100 * max(0.0, min(1.0, fraction)))}%"
 
 
+def over_upload_limit(size: int, limit_mb: float) -> str | None:
+    """Why a file of ``size`` bytes is refused before it is read, or None."""
+    if size > limit_mb * 1e6:
+        return (f"{size / 1e6:.1f} MB is over the upload limit of {limit_mb:g} MB per file (PDFQA_MAX_UPLOAD_MB); "
+                "nothing was read")
+    return None
+
+
+def failed_text(traces: list[dict]) -> str:
+    """", 2 failed (answer server … did not answer within 60 s)" for a run's failed questions, or ""."""
+    errors = [t["error"] for t in traces if t.get("error")]
+    if not errors:
+        return ""
+    return f", {len(errors)} failed ({md_escape(errors[0], 300)}{'; …' if len(set(errors)) > 1 else ''})"
+
+
 def failure_text(name: str, err: Exception) -> str:
     """A failure in plain words, without the file name the message starts with."""
     msg = str(err)
