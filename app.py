@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(target=lambda: (models.embedder, models.answerer), daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)
     demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True, footer_links=["gradio"],
-                max_file_size=int(settings.max_upload_mb * 1e6))  # Gradio refuses bigger uploads before they land
+                max_file_size=int(settings.max_upload_mb * 2**20))  # Gradio refuses bigger uploads before they land
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .answer import LETTERS
-from .ingest import IngestError
+from .ingest import IngestError, check_size
 from .qa import Pipeline, evidence_page
 from .remote import BackendTimeout
 from .settings import load_settings
@@ -189,12 +189,14 @@ def index_folder(pipe: Pipeline, pdfs: Iterable[Path], say: Callable[[str], None
     files = sorted(pdfs)
     for i, f in enumerate(files, 1):
         try:
+            check_size(f.name, f.stat().st_size, pipe.settings.max_upload_mb)
             info = pipe.add_pdf(f.read_bytes(), f.name)
             report["indexed"].append(info.name)
             say(f"[{i}/{len(files)}] {f.name}: {'already indexed' if info.duplicate else f'{info.n_pages} pages, {info.n_chunks} chunks'}")
-        except (IngestError, OSError) as e:
-            report["failed"][f.name] = str(e)
-            say(f"[{i}/{len(files)}] {f.name}: FAILED — {e}")
+        except Exception as e:  # a bad file, an unreadable one, or a model server failing: this file only
+            msg = str(e) if isinstance(e, IngestError) else f"{f.name}: {type(e).__name__}: {e}"
+            report["failed"][f.name] = msg
+            say(f"[{i}/{len(files)}] {f.name}: FAILED — {msg}")
     report["seconds"] = time.perf_counter() - t0
     return report
 

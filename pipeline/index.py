@@ -23,7 +23,7 @@ import numpy as np
 from .chroma_client import open_collection
 from .chunking import TokenCounter, chunk_document
 from .embedders import Embedder
-from .ingest import IngestError, file_hash, parse_pdf
+from .ingest import check_size, Deadline, IngestError, file_hash, parse_pdf, safe_name
 from .settings import Settings
 from .text import normalize
 from .types import Chunk, Page
@@ -143,30 +143,43 @@ class Library:
     def find(self, doc_hash: str) -> DocInfo | None:
         return next((d for d in self.documents() if d.doc_hash == doc_hash), None)
 
+    def _check_room(self, name: str) -> None:
+        n = self._db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+        if n >= self.settings.max_documents:
+            raise IngestError(f"{name}: the library already holds {n} documents, the limit (PDFQA_MAX_DOCUMENTS); "
+                              "remove one to add another")
+
     def add(self, data: bytes, name: str, progress: Progress | None = None) -> DocInfo:
-        """Parse, chunk, embed and store one PDF; raises :class:`IngestError` for a bad file."""
+        """Parse, chunk, embed and store one PDF; raises :class:`IngestError` for a bad file or a limit reached."""
         t0 = time.perf_counter()
+        s = self.settings
+        name = safe_name(name)
+        deadline = Deadline(name, s.max_doc_seconds)
         say = progress or (lambda stage, frac: None)
+        check_size(name, len(data), s.max_upload_mb)
         h = file_hash(data)
         known = self.find(h)
         if known:
             known.duplicate = True
             return known
+        self._check_room(name)
         say("parse", 0.0)
-        doc = parse_pdf(data, name, max_pages=self.settings.max_pages,
-                        repeated_line_share=self.settings.repeated_line_share)
+        doc = parse_pdf(data, name, max_pages=s.max_pages, repeated_line_share=s.repeated_line_share,
+                        ocr=s.ocr, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, deadline=deadline)
         say("chunk", 0.3)
-        s = self.settings
         chunks = chunk_document(doc, self.count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
                                 prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix)
         if not chunks:
             raise IngestError(f"{name}: no text to index")
         vectors = []
         for i in range(0, len(chunks), s.embed_batch):
+            deadline.check()
             say("embed", 0.35 + 0.6 * i / len(chunks))
             vectors.append(self.embedder.embed_passages([c.embed_text() for c in chunks[i:i + s.embed_batch]]))
         emb = np.concatenate(vectors)
+        say("store", 0.97)
         with self._lock:
+            self._check_room(name)  # another thread may have filled the library meanwhile
             self._files.mkdir(exist_ok=True)
             tmp = self._files / f".{h}.tmp"
             tmp.write_bytes(data)

@@ -4,11 +4,20 @@ pymupdf4llm in its fast (non-layout) mode gives Markdown with headings; PyMuPDF
 gives every word's box. The two are aligned once here, so every character of a
 page's Markdown knows which PDF word it came from: any chunk can later be drawn
 on its page from these boxes, with no fuzzy matching at display time.
+
+Pages that draw something but have no text layer (scans) are read by Tesseract
+through PyMuPDF; the OCR'd words get their boxes the same way. Every file that
+cannot be read raises :class:`IngestError` with a message for the user that
+names the file (made safe by :func:`safe_name`).
 """
 from __future__ import annotations
 
 import hashlib
+import logging
+import math
 import re
+import time
+import unicodedata
 from collections import Counter
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -26,6 +35,13 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 _BOLD_LINE = re.compile(r"^\s*\*\*([^*]{2,120})\*\*\s*:?\s*$")
 _RUN_IN = re.compile(r"^\s*\*\*([^*]{2,80}?)\s*[.:]\s*\*\*")  # "**Склад.** text..." run-in heading
 _MD_NOISE = re.compile(r"[*_`#|>\[\]]+")
+_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")  # can make "fdp.exe" show as "exe.pdf"
+_NAME_CHARS = 120
+_BATCH = 32  # pages per pymupdf4llm call; the deadline is checked between batches
+OCR_MAX_PIXELS = 25_000_000  # a page picture for OCR never exceeds this: the DPI is lowered for huge pages
+_DEBIAN_TESSDATA = ["/usr/share/tesseract-ocr/5/tessdata", "/usr/share/tesseract-ocr/4.00/tessdata"]
+_NO_TESSERACT = "install tesseract-ocr and tesseract-ocr-ukr, or set TESSDATA_PREFIX"
+log = logging.getLogger(__name__)
 
 
 class IngestError(ValueError):
@@ -95,6 +111,37 @@ def _headings(markdown: str) -> list[tuple[int, int, str]]:
     return [h for h in out if h[2]]
 
 
+def check_size(name: str, size: int, limit_mb: float) -> None:
+    """Refuse a file over the upload limit (MB = 2**20 bytes) — callers check before reading it when they can."""
+    if size > limit_mb * 2**20:
+        raise IngestError(f"{name}: the file is {size / 2**20:.4g} MB, over the limit of {limit_mb:g} MB "
+                          "(PDFQA_MAX_UPLOAD_MB); nothing was read")
+
+
+def safe_name(name: str) -> str:
+    """A file name fit to store and show: the base name only, no control characters, NFC, at most 120 characters."""
+    name = unicodedata.normalize("NFC", str(name)).replace("\\", "/").rsplit("/", 1)[-1]
+    name = re.sub(r"\s+", " ", name)
+    name = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Cs") and c not in _BIDI).strip()
+    if not name.strip("."):
+        return "document.pdf"
+    stem, ext = (name[:-4], name[-4:]) if name.lower().endswith(".pdf") else (name, "")
+    return stem[: _NAME_CHARS - len(ext)].rstrip() + ext if stem.strip() else "document.pdf"
+
+
+class Deadline:
+    """The time one document may take; :meth:`check` raises :class:`IngestError` once it has passed."""
+
+    def __init__(self, name: str, seconds: float | None):
+        self.name, self.seconds = name, seconds
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def check(self) -> None:
+        if self.end is not None and time.monotonic() > self.end:
+            raise IngestError(f"{self.name}: took longer than {self.seconds:g} s (PDFQA_MAX_DOC_SECONDS); "
+                              "nothing was stored")
+
+
 def open_pdf(data: bytes, name: str) -> pymupdf.Document:
     """Open a PDF or raise :class:`IngestError` saying, in plain words, why not."""
     if not data:
@@ -103,32 +150,110 @@ def open_pdf(data: bytes, name: str) -> pymupdf.Document:
         raise IngestError(f"{name}: not a PDF file")
     try:
         doc = pymupdf.open(stream=data, filetype="pdf")
+        n_pages = 0 if doc.needs_pass or doc.is_encrypted else doc.page_count
     except Exception as e:  # pymupdf raises several types for broken files
-        raise IngestError(f"{name}: the PDF is damaged and cannot be read ({e})") from None
+        reason = re.sub(r"^code=\d+: ", "", str(e))  # MuPDF's "code=7: Invalid number of pages"
+        raise IngestError(f"{name}: the PDF is damaged and cannot be read ({reason})") from None
     if doc.needs_pass or doc.is_encrypted:
         raise IngestError(f"{name}: the PDF is password-protected")
-    if doc.page_count == 0:
+    if n_pages == 0:
         raise IngestError(f"{name}: the PDF has no pages")
     return doc
 
 
-def parse_pdf(data: bytes, name: str, *, max_pages: int = 2000, repeated_line_share: float = 0.6) -> Document:
-    """Parse PDF bytes into a :class:`Document` (raises :class:`IngestError`)."""
+def tessdata(languages: str) -> tuple[str, str] | None:
+    """Tesseract's language folder and those of ``languages`` ("ukr+eng") found in it; None without any."""
+    folders = list(_DEBIAN_TESSDATA)
+    try:
+        folders.insert(0, pymupdf.get_tessdata())  # $TESSDATA_PREFIX, else where the tesseract program keeps it
+    except Exception:  # no Tesseract installation found
+        pass
+    for folder in folders:
+        have = [lang for lang in languages.split("+") if (Path(folder) / f"{lang}.traineddata").is_file()]
+        if have:
+            return folder, "+".join(have)
+    return None
+
+
+def ocr_page(page: pymupdf.Page, folder: str, languages: str, dpi: int) -> tuple[str, list]:
+    """A page's text and word boxes read by Tesseract (within MuPDF) from its picture at ``dpi``, capped in pixels."""
+    dpi = max(1, min(dpi, int(72 * math.sqrt(OCR_MAX_PIXELS / max(1.0, page.rect.width * page.rect.height)))))
+    tp = page.get_textpage_ocr(language=languages, dpi=dpi, full=True, tessdata=folder)
+    text = "\n".join(line.strip() for line in page.get_text("text", textpage=tp).splitlines() if line.strip())
+    return text, page.get_text("words", textpage=tp, sort=True)
+
+
+def page_list(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] -> "pages 1–3, 5"."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    text = ", ".join(f"{a}–{b}" if b > a else f"{a}" for a, b in runs)
+    return f"page{'s' if len(numbers) > 1 else ''} {text}"
+
+
+def parse_pdf(data: bytes, name: str, *, max_pages: int = 1000, repeated_line_share: float = 0.6,
+              ocr: bool = True, ocr_languages: str = "ukr+eng", ocr_dpi: int = 200,
+              deadline: Deadline | None = None) -> Document:
+    """Parse PDF bytes into a :class:`Document` (raises :class:`IngestError`).
+
+    Pages without a text layer are read by OCR when ``ocr`` is on. ``deadline``
+    is checked between batches of pages and between OCR'd pages.
+    """
+    name = safe_name(name)
     doc = open_pdf(data, name)
     if doc.page_count > max_pages:
-        raise IngestError(f"{name}: {doc.page_count} pages is over the limit of {max_pages}")
+        raise IngestError(f"{name}: {doc.page_count} pages is over the limit of {max_pages} pages per document "
+                          "(PDFQA_MAX_PAGES)")
     try:
-        chunks = pymupdf4llm.to_markdown(doc, page_chunks=True, show_progress=False, ignore_images=True, ignore_graphics=True)
-        words = [doc[i].get_text("words", sort=True) for i in range(doc.page_count)]
-    except Exception as e:
-        raise IngestError(f"{name}: the PDF could not be parsed ({e})") from None
-    texts = _clean_pages([c.get("text", "") for c in chunks], repeated_line_share)
+        return _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi,
+                      deadline or Deadline(name, None))
+    except IngestError:
+        raise
+    except Exception as e:  # whatever a hostile file makes MuPDF raise: this file fails, the batch goes on
+        log.warning("parsing %s failed", name, exc_info=True)
+        raise IngestError(f"{name}: the PDF could not be parsed ({type(e).__name__}: {e})") from None
+
+
+def _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, deadline) -> Document:
+    headers = pymupdf4llm.IdentifyHeaders(doc)  # font sizes of headings, from the whole document
+    texts, words = [], []
+    for start in range(0, doc.page_count, _BATCH):
+        deadline.check()
+        batch = list(range(start, min(start + _BATCH, doc.page_count)))
+        chunks = pymupdf4llm.to_markdown(doc, pages=batch, hdr_info=headers, page_chunks=True, show_progress=False,
+                                         ignore_images=True, ignore_graphics=True)
+        texts += [c.get("text", "") for c in chunks]
+        words += [doc[i].get_text("words", sort=True) for i in batch]
+    # pages that draw something but have no text layer: scans, read by OCR
+    scanned = [i for i, ws in enumerate(words) if not ws and doc[i].get_bboxlog()]
+    setup = tessdata(ocr_languages) if ocr and scanned else None
+    for i in scanned if setup else []:
+        deadline.check()
+        texts[i], words[i] = ocr_page(doc[i], *setup, ocr_dpi)
+    texts = _clean_pages(texts, repeated_line_share)
     pages = []
     for i, (md, ws) in enumerate(zip(texts, words)):
         rect = doc[i].rect
         boxes = [(w[0], w[1], w[2], w[3], w[4]) for w in ws]
         pages.append(Page(i + 1, rect.width, rect.height, md, boxes, _align(md, boxes), _headings(md)))
-    if not any(p.markdown.strip() for p in pages):
-        raise IngestError(f"{name}: no text layer was found (a scanned or image-only PDF)")
-    warnings = [f"page {p.number} has no text" for p in pages if not p.markdown.strip()]
-    return Document(file_hash(data), Path(name).name, pages, warnings)
+    read = [i + 1 for i in scanned if setup and pages[i].markdown.strip()]
+    empty = [p.number for p in pages if not p.markdown.strip()]
+    no_ocr = "" if setup or not scanned else "OCR is off" if not ocr else f"OCR is unavailable: {_NO_TESSERACT}"
+    if len(empty) == len(pages):
+        raise IngestError(f"{name}: " + (
+            "the PDF is damaged and no text could be read from it" if doc.is_repaired else
+            "no text found (the pages are blank)" if not scanned else
+            f"no text layer was found (a scanned or image-only PDF; {no_ocr})" if no_ocr else
+            "no text found (not even by OCR)"))
+    warnings = ["the PDF was damaged and repaired: some text may be missing"] if doc.is_repaired else []
+    if read:
+        warnings.append(f"{page_list(read)} read by OCR ({setup[1]})")
+    if empty:
+        warnings.append(f"{page_list(empty)}: no text" + (f"; {no_ocr}" if no_ocr else ""))
+    if doc.embfile_count():
+        warnings.append(f"has {doc.embfile_count()} attached file(s), not read")
+    return Document(file_hash(data), name, pages, warnings)

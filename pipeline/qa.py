@@ -103,14 +103,14 @@ class Pipeline:
             raise ValueError("nothing was retrieved for this question: is the library empty?")
         s = self.settings
         evidence = self.evidence(reranked, s.top_k_answer)
-        scores = self.models.answerer.score(q, evidence)
+        scores = self.models.answerer.score(q, evidence, scorer=s.scorer)  # this pipeline's scorer, not the models'
         timings["answer"] = scores.seconds
         details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
                    "retrieved": retrieved, "retried": False}
         probs = scores.probabilities
         if s.retry_below and max(probs.values()) < s.retry_below and len(reranked) > s.top_k_answer:
             wider = self.evidence(reranked, s.retry_top_k)
-            again = self.models.answerer.score(q, wider)
+            again = self.models.answerer.score(q, wider, scorer=s.scorer)
             timings["answer_retry"] = again.seconds
             details["retried"] = True
             if max(again.probabilities.values()) > max(probs.values()):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the CPU profile from scratch in .venv (idempotent).
-#   bash scripts/setup.sh          app + pipeline
+#   bash scripts/setup.sh          app + pipeline (+ Debian's Tesseract for OCR, where apt-get can install it)
 #   bash scripts/setup.sh --dev    also the test tools and Debian's Chromium for the browser tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,15 +10,23 @@ PY=${PYTHON:-python3}
 # llama-cpp-python has no wheel on PyPI: build only the library, tuned for this CPU.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+# Debian packages, when apt-get is there and we are root (or have sudo); returns 1 where it cannot.
+apt_install() {
+  command -v apt-get >/dev/null || return 1
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then command -v sudo >/dev/null || return 1; sudo=sudo; fi
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq "$@" >/dev/null
+}
+# Tesseract's Ukrainian and English data: scanned pages are read by OCR (through PyMuPDF).
+if ! tesseract --list-langs 2>/dev/null | grep -x ukr >/dev/null; then  # no -q: grep reads it all (pipefail)
+  apt_install tesseract-ocr tesseract-ocr-ukr tesseract-ocr-eng ||
+    echo "warning: could not install Tesseract (needs apt-get and root or sudo): OCR is off, scanned pages" \
+         "will not be read; install tesseract-ocr tesseract-ocr-ukr tesseract-ocr-eng" >&2
+fi
 if [ "${1:-}" = "--dev" ]; then
   .venv/bin/python -m pip install -q -r requirements-dev.txt
   if ! command -v chromium >/dev/null; then
-    if command -v apt-get >/dev/null; then
-      SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-      $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
-    else
-      echo "warning: install Chromium for the browser tests" >&2
-    fi
+    apt_install chromium chromium-driver || echo "warning: install Chromium for the browser tests" >&2
   fi
 else
   .venv/bin/python -m pip install -q -r requirements.txt

@@ -286,17 +286,34 @@ def encrypted_pdf(user_pw: str = "1234", owner_pw: str = "owner-5678") -> bytes:
                        permissions=int(pymupdf.PDF_PERM_PRINT | pymupdf.PDF_PERM_COPY))
 
 
-def image_only_pdf(pages: int = 2, dpi: int = 72) -> bytes:
-    """Pages that are only a grayscale raster picture of Ukrainian text: no text layer."""
+def scan_source_pdf(pages: int = 2) -> bytes:
+    """The text PDF that :func:`image_only_pdf` photographs (to compare OCR with what was drawn)."""
     sections = [(f"Розділ {i + 1}. Сканована сторінка", _SAMPLE_TEXT[i % 2][1]) for i in range(pages)]
-    src = pymupdf.open("pdf", ukrainian_pdf("Скан документа", sections, pages_hint=pages))
+    return ukrainian_pdf("Скан документа", sections, pages_hint=pages)
+
+
+def _picture_pdf(pictures: list[pymupdf.Pixmap], title: str) -> bytes:
+    """One A4 page per picture, the picture filling the page: no text layer."""
     out = pymupdf.open()
-    for i in range(pages):
-        pix = src[i].get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)
+    for pix in pictures:
         page = out.new_page(width=PAGE_W, height=PAGE_H)
         page.insert_image(page.rect, stream=pix.tobytes("png"))
-    out.set_metadata({"title": "Скан документа", "creationDate": _FIXED_DATE, "modDate": _FIXED_DATE})
+    out.set_metadata({"title": title, "creationDate": _FIXED_DATE, "modDate": _FIXED_DATE})
     return out.tobytes(garbage=3, deflate=True, no_new_id=True)
+
+
+def image_only_pdf(pages: int = 2, dpi: int = 150) -> bytes:
+    """Pages that are only a grayscale raster picture of Ukrainian text (a scan at ``dpi``): no text layer."""
+    src = pymupdf.open("pdf", scan_source_pdf(pages))
+    return _picture_pdf([src[i].get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY) for i in range(pages)],
+                        "Скан документа")
+
+
+def blank_scan_pdf() -> bytes:
+    """A scanned page whose picture holds no text at all: a smooth grey gradient."""
+    w, h = 620, 877
+    samples = bytes(200 + (x + y) * 50 // (w + h) for y in range(h) for x in range(w))
+    return _picture_pdf([pymupdf.Pixmap(pymupdf.csGRAY, w, h, samples, False)], "Порожній скан")
 
 
 def corrupt_pdf() -> bytes:
@@ -311,3 +328,89 @@ def not_a_pdf() -> bytes:
     """Plain UTF-8 text, e.g. something uploaded with a .pdf name by mistake."""
     return ("Це не PDF, а звичайний текстовий файл.\n"
             "Список покупок: хліб, молоко, яйця, ґудзики, їжа для кота.\n").encode("utf-8")
+
+
+def truncated_pdf() -> bytes:
+    """A good multi-page PDF cut off halfway, as by an interrupted download."""
+    good = ukrainian_pdf("Обірваний документ", _SAMPLE_TEXT * 6, pages_hint=4)
+    return good[: len(good) // 2]
+
+
+def no_pages_pdf() -> bytes:
+    """A well-formed PDF whose page tree is empty (PyMuPDF refuses to save one, so it is written by hand)."""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (i, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return bytes(out)
+
+
+def _text_page(doc: pymupdf.Document, lines: Sequence[str], width: float = PAGE_W, height: float = PAGE_H,
+               size: float = BODY_SIZE) -> pymupdf.Page:
+    page = doc.new_page(width=width, height=height)
+    tw = pymupdf.TextWriter(page.rect)
+    for k, line in enumerate(lines):
+        tw.append((MARGIN_L, MARGIN_T + (k + 1) * size * 1.5), line, font=_font(False), fontsize=size)
+    tw.write_text(page)
+    return page
+
+
+def many_pages_pdf(n: int) -> bytes:
+    """``n`` cheap pages, one short line each; page i says "Сторінка i: ..." with words unique to it."""
+    doc = pymupdf.open()
+    for i in range(1, n + 1):
+        _text_page(doc, [many_pages_line(i)])
+    return _finish(doc, f"{n} сторінок")
+
+
+_TALLY = ["яблуко", "груша", "слива", "вишня", "ожина", "малина", "калина", "горіх", "дуб", "клен",
+          "ясен", "береза", "вільха", "липа", "тополя", "верба", "сосна", "ялина", "модрина", "каштан"]
+
+
+def many_pages_line(i: int) -> str:
+    """The line on page ``i`` of :func:`many_pages_pdf`: its words (not only its digits) are unique to the page."""
+    return f"Сторінка {i}: " + " ".join(_TALLY[i // 20 ** k % 20] for k in range(3)) + "."
+
+
+ODD_SIZES = [(14400.0, 14400.0), (1.0, 1.0), (200000.0, 200000.0)]
+
+
+def odd_sizes_pdf() -> bytes:
+    """Pages of absurd size: 14400 pt square with text, then 1x1 pt and 200000 pt square, each only a picture."""
+    doc = pymupdf.open()
+    _text_page(doc, ["Величезна сторінка з текстом про розміри аркуша."], *ODD_SIZES[0], size=200)
+    picture = pymupdf.Pixmap(pymupdf.csGRAY, 64, 64, bytes(range(64)) * 64, False).tobytes("png")
+    for w, h in ODD_SIZES[1:]:
+        doc.new_page(width=w, height=h).insert_image(pymupdf.Rect(0, 0, w, h), stream=picture)
+    return _finish(doc, "Дивні розміри")
+
+
+def scripted_pdf() -> bytes:
+    """A text page with JavaScript (an /OpenAction and a link) and two attached files."""
+    doc = pymupdf.open("pdf", ukrainian_pdf("Документ зі скриптами", _SAMPLE_TEXT))
+    js = doc.get_new_xref()
+    doc.update_object(js, "<< /S /JavaScript /JS (app.alert('opened'); this.exportDataObject({cName: 'run.exe'});) >>")
+    doc.xref_set_key(doc.pdf_catalog(), "OpenAction", f"{js} 0 R")
+    page = doc[0]
+    page.insert_link({"kind": pymupdf.LINK_URI, "from": pymupdf.Rect(60, 60, 300, 90), "uri": "https://example.com"})
+    doc.xref_set_key(page.annot_xrefs()[0][0], "A", "<< /S /JavaScript /JS (app.alert('clicked');) >>")
+    doc.embfile_add("run.exe", b"MZ\x90\x00 not really a program", filename="run.exe")
+    doc.embfile_add("notes.txt", "Прихований текст вкладення, який не можна індексувати.".encode(), filename="notes.txt")
+    return doc.tobytes(garbage=3, deflate=True, no_new_id=True)
+
+
+MARKUP_LINES = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
+                "**bold** [link](javascript:alert(1))", "# not a heading & <b>not bold</b>"]
+
+
+def markup_text_pdf() -> bytes:
+    """Ordinary text that looks like HTML, Markdown and script, between two sentences."""
+    doc = pymupdf.open()
+    _text_page(doc, ["Цей рядок звичайний і стоїть перед розміткою.", *MARKUP_LINES,
+                     "Цей рядок звичайний і стоїть після розмітки."])
+    return _finish(doc, "Розмітка як текст")

@@ -10,7 +10,7 @@ import pytest
 from webapp import runs as R
 from webapp.blocks import BlockError, parse_block
 from webapp.sessions import SessionStore, new_session_id, valid_session_id
-from webapp.views import failed_text, failure_text, md_escape, over_upload_limit, plural, stream
+from webapp.views import failed_text, failure_text, md_escape, plural, stream
 
 OPTS = ["Київ", "Львів", "Одеса", "Харків", "Дніпро", "Суми"]
 
@@ -315,12 +315,6 @@ def test_stream_reports_progress_then_result_or_error():
 
     (kind, err), = list(stream(bad))
     assert kind == "error" and str(err) == "boom"
-
-
-def test_upload_limit_is_checked_before_reading():
-    assert over_upload_limit(99_000_000, 100) is None
-    msg = over_upload_limit(123_400_000, 100)
-    assert msg.startswith("123.4 MB is over the upload limit of 100 MB") and "PDFQA_MAX_UPLOAD_MB" in msg
 
 
 def test_failed_questions_summary_names_the_cause_escaped():

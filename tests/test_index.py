@@ -2,13 +2,15 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from pipeline.evaluate import index_folder
 from pipeline.index import Library
-from pipeline.qa import Pipeline
+from pipeline.ingest import IngestError
+from pipeline.qa import Models, Pipeline
 from pipeline.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
@@ -81,7 +83,7 @@ def test_other_chunking_settings_are_refused_on_an_existing_library(tmp_path, em
         Library(tmp_path, embedder, load_settings(chunk_tokens=200))
 
 
-def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, models, pdfgen, manual_pdf):
+def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, embedder, pdfgen, manual_pdf):
     folder = tmp_path / "pdfs"
     folder.mkdir()
     (folder / "a_good.pdf").write_bytes(manual_pdf)
@@ -89,13 +91,85 @@ def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, models, pdfgen, 
     (folder / "c_encrypted.pdf").write_bytes(pdfgen.encrypted_pdf())
     (folder / "d_scanned.pdf").write_bytes(pdfgen.image_only_pdf())
     (folder / "e_text.pdf").write_bytes(pdfgen.not_a_pdf())
-    pipe = Pipeline(load_settings(), root=tmp_path / "lib", models=models)
+    s = load_settings()
+    pipe = Pipeline(s, root=tmp_path / "lib", models=Models(s, embedder=embedder))  # indexing only: no answer model
     said = []
     report = index_folder(pipe, folder.iterdir(), say=said.append)
-    assert report["indexed"] == ["a_good.pdf"]
+    assert report["indexed"] == ["a_good.pdf", "d_scanned.pdf"]  # the scan is read by OCR
     failed = report["failed"]
     assert "damaged" in failed["b_corrupt.pdf"]
     assert "password" in failed["c_encrypted.pdf"]
-    assert "no text layer" in failed["d_scanned.pdf"]
     assert "not a PDF" in failed["e_text.pdf"]
-    assert len(said) == 5 and [d.name for d in pipe.library.documents()] == ["a_good.pdf"]
+    assert len(said) == 5 and [d.name for d in pipe.library.documents()] == ["a_good.pdf", "d_scanned.pdf"]
+    assert pipe.library.documents()[1].warnings == ["pages 1–2 read by OCR (ukr+eng)"]
+
+
+# ---- limits: each refusal names its setting, and nothing of the refused file is stored -----------
+def _nothing_stored(lib: Library, n_docs: int = 0) -> None:
+    assert len(lib.documents()) == n_docs and lib._col.count() == lib.n_chunks()
+    stored = sorted(p.name for p in (lib.root / "files").glob("*"))
+    assert stored == sorted(f"{d.doc_hash}.pdf" for d in lib.documents())
+
+
+def test_upload_size_limit(tmp_path, embedder, manual_pdf):
+    lib = Library(tmp_path, embedder, load_settings(max_upload_mb=0.01))
+    with pytest.raises(IngestError, match=r"^manual.pdf: the file is 0.0\d+ MB, over the limit of 0.01 MB "
+                                          r"\(PDFQA_MAX_UPLOAD_MB\); nothing was read$"):
+        lib.add(manual_pdf, "manual.pdf")
+    assert lib.documents() == [] and not (tmp_path / "files").exists()
+
+
+def test_document_count_limit_still_allows_a_known_file(tmp_path, embedder, manual_pdf, other_pdf, pdfgen):
+    lib = Library(tmp_path, embedder, load_settings(max_documents=2))
+    lib.add(manual_pdf, "manual.pdf")
+    lib.add(other_pdf, "other.pdf")
+    with pytest.raises(IngestError, match=r"^third.pdf: the library already holds 2 documents, the limit "
+                                          r"\(PDFQA_MAX_DOCUMENTS\); remove one to add another$"):
+        lib.add(pdfgen.markup_text_pdf(), "third.pdf")
+    again = lib.add(manual_pdf, "manual-copy.pdf")  # already there: no room needed
+    assert again.duplicate and again.name == "manual.pdf"
+    _nothing_stored(lib, 2)
+
+
+def test_page_limit_through_the_settings(tmp_path, embedder, manual_pdf):
+    lib = Library(tmp_path, embedder, load_settings(max_pages=2))
+    with pytest.raises(IngestError, match=r"^manual.pdf: \d+ pages is over the limit of 2 pages per document "
+                                          r"\(PDFQA_MAX_PAGES\)$"):
+        lib.add(manual_pdf, "manual.pdf")
+    _nothing_stored(lib)
+
+
+def test_time_limit_while_parsing(tmp_path, embedder, pdfgen):
+    lib = Library(tmp_path, embedder, load_settings(max_pages=2000, max_doc_seconds=0.5))
+    big = pdfgen.many_pages_pdf(1000)
+    t0 = time.perf_counter()
+    with pytest.raises(IngestError, match=r"^big.pdf: took longer than 0.5 s \(PDFQA_MAX_DOC_SECONDS\); "
+                                          r"nothing was stored$"):
+        lib.add(big, "big.pdf")
+    assert time.perf_counter() - t0 < 4.0  # stopped between batches of 32 pages, not after all 1000
+    _nothing_stored(lib)
+
+
+class _SlowEmbedder:
+    """The real embedder, taking 1.1 s more for every batch of passages."""
+
+    def __init__(self, embedder):
+        self._e, self.calls = embedder, 0
+
+    def __getattr__(self, name):
+        return getattr(self._e, name)
+
+    def embed_passages(self, texts):
+        self.calls += 1
+        time.sleep(1.1)
+        return self._e.embed_passages(texts)
+
+
+def test_time_limit_while_embedding(tmp_path, embedder, manual_pdf):
+    slow = _SlowEmbedder(embedder)
+    lib = Library(tmp_path, slow, load_settings(max_doc_seconds=1.0, embed_batch=1))
+    with pytest.raises(IngestError, match=r"^manual.pdf: took longer than 1 s \(PDFQA_MAX_DOC_SECONDS\); "
+                                          r"nothing was stored$"):
+        lib.add(manual_pdf, "manual.pdf")
+    assert slow.calls == 1  # stopped before the second of its chunks
+    _nothing_stored(lib)

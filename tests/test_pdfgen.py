@@ -178,6 +178,25 @@ def test_not_a_pdf():
         pymupdf.open(stream=data, filetype="pdf")
 
 
+def test_hostile_generators():
+    with _open(pdfgen.no_pages_pdf()) as doc:
+        assert doc.page_count == 0 and not doc.is_repaired
+    with _open(pdfgen.many_pages_pdf(45)) as doc:
+        assert doc.page_count == 45 and doc[44].get_text().strip() == pdfgen.many_pages_line(45)
+    assert len({pdfgen.many_pages_line(i).split(":")[1] for i in range(1, 2001)}) == 2000
+    with _open(pdfgen.odd_sizes_pdf()) as doc:
+        assert [(p.rect.width, p.rect.height) for p in doc] == pdfgen.ODD_SIZES
+        assert [bool(p.get_images()) for p in doc] == [False, True, True]
+    with _open(pdfgen.scripted_pdf()) as doc:
+        assert "/JavaScript" in doc.xref_object(int(doc.xref_get_key(doc.pdf_catalog(), "OpenAction")[1].split()[0]))
+        assert "/JavaScript" in doc.xref_object(doc[0].annot_xrefs()[0][0]) and doc.embfile_count() == 2
+    with _open(pdfgen.markup_text_pdf()) as doc:
+        assert all(line in doc[0].get_text() for line in pdfgen.MARKUP_LINES)
+    with _open(pdfgen.blank_scan_pdf()) as doc:
+        assert doc[0].get_images() and not doc[0].get_text().strip()
+    assert pdfgen.truncated_pdf() == pdfgen.truncated_pdf() and not pdfgen.truncated_pdf().rstrip().endswith(b"%%EOF")
+
+
 # --- bundled sample corpus ----------------------------------------------------
 
 SAMPLE = ROOT / "assets" / "sample"

@@ -17,7 +17,7 @@ import pandas as pd
 
 from pipeline.answer import LETTERS
 from pipeline.evaluate import QuestionsError, evaluate, read_questions
-from pipeline.ingest import IngestError
+from pipeline.ingest import IngestError, check_size, safe_name
 from pipeline.qa import Models, Pipeline
 from pipeline.remote import BackendError
 from pipeline.settings import Settings
@@ -124,13 +124,13 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
             return
         with store.open(sid) as pipe:
             for i, (name, path) in enumerate(items):
-                try:
-                    too_big = V.over_upload_limit(path.stat().st_size, settings.max_upload_mb)
-                    data = None if too_big else path.read_bytes()
-                except OSError as e:
-                    too_big = f"the file could not be read ({e.strerror or e})"
-                if too_big:
-                    status[i][1:] = ["failed", too_big]
+                try:  # the size is checked before the file is read
+                    check_size(name, path.stat().st_size, settings.max_upload_mb)
+                    data = path.read_bytes()
+                except (IngestError, OSError) as e:
+                    why = V.failure_text(name, e) if isinstance(e, IngestError) else \
+                        f"the file could not be read ({e.strerror or e})"
+                    status[i][1:] = ["failed", why]
                     yield _df(status, V.STATUS_COLUMNS), *no_change
                     continue
                 for kind, val in V.stream(lambda report, data=data, name=name: pipe.add_pdf(data, name, progress=report)):
@@ -138,7 +138,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                         status[i][1] = V.stage_text(*val)
                     elif kind == "done":
                         warn = f"; {'; '.join(val.warnings)}" if val.warnings else ""
-                        same = f"same file as {val.name}; " if val.duplicate and val.name != name else ""
+                        same = f"same file as {val.name}; " if val.duplicate and val.name != safe_name(name) else ""
                         status[i][1:] = ["already in the library" if val.duplicate else "indexed",
                                          f"{same}{V.plural(val.n_pages, 'page')}, {V.plural(val.n_chunks, 'chunk')}{warn}"]
                     elif isinstance(val, IngestError):

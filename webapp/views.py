@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 
 from pipeline.answer import LETTERS
+from pipeline.ingest import safe_name
 from pipeline.qa import evidence_page
 from pipeline.types import Answer, Question
 
@@ -73,19 +74,11 @@ def stream(work: Callable[[Callable[..., None]], Any]) -> Iterator[tuple[str, An
 # ---- library ---------------------------------------------------------------------
 STATUS_COLUMNS = ["File", "Status", "Details"]
 DOC_COLUMNS = ["Document", "Pages", "Chunks", "Warnings"]
-STAGES = {"parse": "parsing", "chunk": "chunking", "embed": "embedding", "indexed": "indexed"}
+STAGES = {"parse": "parsing", "chunk": "chunking", "embed": "embedding", "store": "storing", "indexed": "indexed"}
 
 
 def stage_text(stage: str, fraction: float) -> str:
     return f"{STAGES.get(stage, stage)} {round(100 * max(0.0, min(1.0, fraction)))}%"
-
-
-def over_upload_limit(size: int, limit_mb: float) -> str | None:
-    """Why a file of ``size`` bytes is refused before it is read, or None."""
-    if size > limit_mb * 1e6:
-        return (f"{size / 1e6:.1f} MB is over the upload limit of {limit_mb:g} MB per file (PDFQA_MAX_UPLOAD_MB); "
-                "nothing was read")
-    return None
 
 
 def failed_text(traces: list[dict]) -> str:
@@ -99,7 +92,7 @@ def failed_text(traces: list[dict]) -> str:
 def failure_text(name: str, err: Exception) -> str:
     """A failure in plain words, without the file name the message starts with."""
     msg = str(err)
-    for prefix in (f"{name}: ", f"{name.rsplit('/', 1)[-1]}: "):
+    for prefix in (f"{name}: ", f"{safe_name(name)}: "):
         if msg.startswith(prefix):
             msg = msg[len(prefix):]
     return msg

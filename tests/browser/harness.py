@@ -25,9 +25,11 @@ def free_port() -> int:
 class App:
     """``python app.py`` on a free loopback port with its own data dir."""
 
-    def __init__(self, data_dir: Path, log_path: Path, extra_args: list[str] | None = None):
+    def __init__(self, data_dir: Path, log_path: Path, extra_args: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.data_dir, self.log_path = data_dir, log_path
         self.extra_args = extra_args or []
+        self.extra_env = env or {}
         self.proc: subprocess.Popen | None = None
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -37,6 +39,7 @@ class App:
         env = {**os.environ, "PDFQA_DATA_DIR": str(self.data_dir), "GRADIO_ANALYTICS_ENABLED": "False",
                "PYTHONUNBUFFERED": "1"}
         env.pop("PDFQA_SHARED_LIBRARY", None)
+        env.update(self.extra_env)
         self.log = open(self.log_path, "a")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(self.port),

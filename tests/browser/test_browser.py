@@ -297,7 +297,7 @@ def test_bad_files_fail_with_reasons_while_good_ones_index(bob, files, out_dir):
     rows = {r[0]: r for r in status_rows(bob)}
     assert rows["zipsovanyi.pdf"][1] == "failed" and "damaged" in rows["zipsovanyi.pdf"][2]
     assert rows["zakhyshchenyi.pdf"][1] == "failed" and "password" in rows["zakhyshchenyi.pdf"][2]
-    assert rows["skan.pdf"][1] == "failed" and "no text layer" in rows["skan.pdf"][2]
+    assert rows["skan.pdf"][1] == "indexed" and "page 1 read by OCR" in rows["skan.pdf"][2]  # a scan: Tesseract reads it
     assert rows["parking.pdf"][1] == "indexed"
     assert rows["parking-kopiia.pdf"][1] == "already in the library"
     assert "same file as parking.pdf" in rows["parking-kopiia.pdf"][2]
@@ -313,7 +313,7 @@ def test_second_visitor_does_not_see_the_first_ones_documents(alice, bob, app, o
     expect(alice.locator("#documents")).to_contain_text("muzei.pdf", timeout=30_000)
     sessions = [p for p in (app.data_dir / "sessions").iterdir() if p.is_dir()]
     assert len(sessions) == 2, sessions
-    # bob removes his only document; alice keeps hers
+    # bob removes parking.pdf; alice keeps hers
     bob.locator("#remove-pick input").click()
     bob.locator("#remove-pick").get_by_role("option", name=re.compile("parking.pdf")).click()
     bob.locator("#remove").click()

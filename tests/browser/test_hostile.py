@@ -1,0 +1,119 @@
+"""Hostile input through the browser: markup in names, text and questions stays text; limits say so.
+
+"eve" is a fresh visitor of the shared test app. A second app with tiny limits
+(upload size, documents per library) shows what a visitor sees at each limit.
+"""
+from __future__ import annotations
+
+import pytest
+
+from . import docs as D
+from .docs import pdfgen
+from .harness import App, open_app
+from .test_browser import (ANSWER_TIMEOUT, expect, row_locator, shot, status_rows, tab, table_rows, text_of, upload,
+                           wait_indexing_done)
+
+# markup that would run script or inject elements if any view rendered it as HTML
+XSS = "<img src=x onerror=\"window.__pwned=1;alert(1)\"><script>window.__pwned=2</script>"
+NAME = "<b>звіт</b> №5 — 2026 <img src=x onerror=alert(2)>.pdf"
+QID = "<i>q1</i>"
+
+
+def armed(page) -> list[str]:
+    """Record any dialog (alert/confirm) the page opens: an executed payload would open one."""
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    return dialogs
+
+
+def pwned(page) -> bool:
+    return page.evaluate("() => window.__pwned !== undefined")
+
+
+@pytest.fixture(scope="module")
+def eve(browser, app):
+    page = open_app(browser, app)
+    yield page
+    page.context.close()
+
+
+@pytest.mark.timeout(900)
+def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path, out_dir):
+    dialogs = armed(eve)
+    sections = [("Оплата <script>alert(3)</script>", f"{XSS} Вартість однієї години паркування становить "
+                 "20 гривень. " + D.PARKING_FILLER)]
+    pdf = tmp_path / NAME
+    pdf.write_bytes(pdfgen.ukrainian_pdf("Паркінг <b>жирний</b>", sections))
+    upload(eve, "upload", [pdf])
+    wait_indexing_done(eve, 1)
+    rows = status_rows(eve)
+    assert rows[0][1] == "indexed", rows
+    # the name shows literally (Gradio may drop characters a file name cannot carry, never render them)
+    docs = text_of(eve, "documents")
+    assert "<b>звіт</b>" in docs and "<img" in docs, docs
+    assert eve.locator("#documents b, #documents img, #ingest-status img").count() == 0
+
+    # a question whose evidence and options carry markup: every view of the answer shows it as text
+    tab(eve, "Ask")
+    eve.locator("#question textarea").fill(f"{XSS} Скільки коштує одна година паркування?")
+    for letter, opt in zip("ABCDEF", ["10 гривень", "<b>20 гривень</b>", "30 гривень", "40 гривень",
+                                      "безкоштовно", XSS]):
+        eve.locator(f"#option-{letter} textarea").fill(opt)
+    eve.locator("#ask").click()
+    expect(eve.locator("#answer")).to_contain_text("Answer:", timeout=ANSWER_TIMEOUT)
+    expect(eve.locator("#answer")).to_contain_text("<b>звіт</b>")
+    cands = text_of(eve, "candidates")
+    assert "<script>window.__pwned=2</script>" in cands or "<img src=x" in cands, cands[:500]
+    assert eve.locator("#answer b, #answer img, #candidates img[src='x']").count() == 0
+
+    # an evaluation run with markup in the question id and text
+    tab(eve, "Evaluate")
+    csv_path = tmp_path / "hostile-questions.csv"
+    q = (f"{XSS} Скільки коштує одна година паркування?", ["10 гривень", "20 гривень", "30 гривень", "40 гривень",
+                                                           "безкоштовно", XSS], "B")
+    csv_path.write_bytes(D.questions_csv([(QID, q, NAME, 1)]))
+    upload(eve, "questions-csv", [csv_path])
+    eve.locator("#run-name textarea").fill("<b>run</b>")
+    eve.wait_for_timeout(500)
+    eve.locator("#run").click()
+    expect(eve.locator("#eval-message")).to_contain_text("finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(eve.locator("#question-table")).to_contain_text(QID)
+    row_locator(eve, "question-table", QID).locator("[role=gridcell]").first.click()
+    expect(eve.locator("#question-head")).to_contain_text(f"Question {QID}", timeout=60_000)
+    expect(eve.locator("#question-head")).to_contain_text("<script>window.__pwned=2</script>")
+    assert eve.locator("#question-head i, #question-head img, #question-table i, #eval-message b").count() == 0
+    shot(eve, out_dir, "10-hostile-markup.png")
+    assert not pwned(eve) and dialogs == [], dialogs
+
+
+@pytest.mark.timeout(600)
+def test_limits_reached_say_so(browser, tmp_path, out_dir):
+    limited = App(tmp_path / "data", out_dir / "app-limits.log", extra_args=["--no-warmup"],
+                  env={"PDFQA_MAX_UPLOAD_MB": "0.03", "PDFQA_MAX_DOCUMENTS": "1"})
+    limited.start()
+    try:
+        page = open_app(browser, limited)
+        small = tmp_path / "muzei.pdf"
+        small.write_bytes(D.museum_pdf())
+        other = tmp_path / "parking.pdf"
+        other.write_bytes(D.parking_pdf())
+        big = tmp_path / "velykyi.pdf"
+        big.write_bytes(D.heater_pdf())  # ten pages: over 30 kB
+        assert small.stat().st_size < 30_000 and other.stat().st_size < 30_000 < big.stat().st_size
+        upload(page, "upload", [small])
+        wait_indexing_done(page, 1)
+        assert status_rows(page)[0][1] == "indexed"
+        # the second document is over the documents-per-library limit
+        upload(page, "upload", [other])
+        wait_indexing_done(page, 1)
+        row = status_rows(page)[0]
+        assert row[1] == "failed" and "PDFQA_MAX_DOCUMENTS" in row[2], row
+        # an upload over the size limit is refused by the server before it is stored, with a message
+        upload(page, "upload", [big])
+        expect(page.get_by_text("PDFQA_MAX_UPLOAD_MB").or_(page.get_by_text("maximum allowed file size"))
+               .first).to_be_visible(timeout=30_000)
+        shot(page, out_dir, "11-limits.png")
+        assert [r[0] for r in table_rows(page, "documents")] == ["muzei.pdf"]
+        page.context.close()
+    finally:
+        limited.stop()

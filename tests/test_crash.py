@@ -1,0 +1,186 @@
+"""SIGKILL while indexing: the library stays consistent, across many random kill moments.
+
+A child process indexes a batch of generated PDFs into one library with the
+real e5 embedder, logging each stage; the test kills it (SIGKILL) at a random
+moment, then opens the library and checks: every listed document is complete
+(its pages, chunks, vectors and stored PDF all present and counted), nothing of
+an unlisted document remains, and search only returns listed chunks. The next
+trial's child indexes the same batch again into the same library (after most
+documents were removed), so a document cut off before is indexed again. A last
+run without a kill must list every document.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.index import Library
+from pipeline.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+TRIALS = int(os.environ.get("PDFQA_CRASH_TRIALS", "24"))
+
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from pipeline.embedders import E5Embedder
+    from pipeline.index import Library
+    from pipeline.settings import load_settings
+    log = open({log!r}, "a", buffering=1)
+    lib = Library({lib!r}, E5Embedder(), load_settings())
+    log.write("open\\n")
+    kill_at = sys.argv[1] if len(sys.argv) > 1 else ""
+
+    def die(where):
+        log.write(f"killed {{where}}\\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if kill_at == "after-vectors":  # the worst moments, hit exactly: vectors stored, rows not yet committed
+        upsert = lib._col.upsert
+        lib._col.upsert = lambda **kw: (upsert(**kw), die(kill_at))
+    elif kill_at == "mid-transaction":  # pages and chunks written, the transaction not committed
+
+        class Db:
+            def __init__(self, db):
+                self.db = db
+            def __getattr__(self, name):
+                return getattr(self.db, name)
+            def __enter__(self):
+                return self.db.__enter__()
+            def __exit__(self, *exc):
+                return self.db.__exit__(*exc)
+            def executemany(self, sql, rows):
+                out = self.db.executemany(sql, rows)
+                if "INTO chunks" in sql:
+                    die(kill_at)
+                return out
+
+        lib._db = Db(lib._db)
+    for path in sorted(Path({pdfs!r}).glob("*.pdf")):
+        log.write(f"start {{path.name}}\\n")
+        info = lib.add(path.read_bytes(), path.name, progress=lambda stage, f: log.write(f"stage {{stage}}\\n"))
+        log.write(f"done {{path.name}} {{'dup' if info.duplicate else 'new'}}\\n")
+    log.write("finished\\n")
+""")
+
+
+def make_batch(pdfgen, folder: Path, n: int = 5) -> None:
+    folder.mkdir()
+    words = ["насос", "фільтр", "клапан", "бак", "датчик", "шланг"]
+    for i in range(n):
+        w = words[i % len(words)]
+        sections = [(f"{j + 1}. Розділ про {w} {i}", (f"Пристрій {w}-{i} працює в режимі {j} і потребує огляду. " * 18))
+                    for j in range(3)]
+        (folder / f"doc{i}.pdf").write_bytes(pdfgen.ukrainian_pdf(f"Інструкція {w} {i}", sections))
+
+
+def check_consistent(root: Path, embedder) -> dict:
+    """Open the library (this runs the crash sweep) and check every invariant; returns what is listed."""
+    lib = Library(root, embedder, load_settings())
+    try:
+        docs = lib.documents()
+        listed = {d.doc_hash for d in docs}
+        db = lib._db
+        stored = lib._col.get(include=["metadatas"])
+        vec_per_doc = Counter(m["doc_hash"] for m in stored["metadatas"])
+        assert set(vec_per_doc) <= listed, "vectors of an unlisted document survived"
+        assert db.execute("SELECT COUNT(*) FROM chunks WHERE doc_hash NOT IN (SELECT doc_hash FROM documents)"
+                          ).fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM pages WHERE doc_hash NOT IN (SELECT doc_hash FROM documents)"
+                          ).fetchone()[0] == 0
+        for d in docs:
+            n_chunks = db.execute("SELECT COUNT(*) FROM chunks WHERE doc_hash=?", (d.doc_hash,)).fetchone()[0]
+            n_pages = db.execute("SELECT COUNT(*) FROM pages WHERE doc_hash=?", (d.doc_hash,)).fetchone()[0]
+            assert n_chunks == d.n_chunks > 0, (d.name, n_chunks, d.n_chunks)
+            assert n_pages == d.n_pages > 0, (d.name, n_pages, d.n_pages)
+            assert vec_per_doc[d.doc_hash] == d.n_chunks, (d.name, vec_per_doc[d.doc_hash], d.n_chunks)
+            assert lib.pdf_path(d.doc_hash).read_bytes()[:4] == b"%PDF"
+            assert len(lib.chunks_of(d.doc_hash)) == d.n_chunks
+        files = lib._files
+        leftovers = [f.name for f in files.iterdir()] if files.exists() else []
+        assert sorted(leftovers) == sorted(f"{h}.pdf" for h in listed), leftovers
+        if docs:  # search sees exactly the listed chunks
+            hits = lib.dense_search(np.asarray(embedder.embed_queries(["огляд пристрою"])[0]), k=100)
+            assert hits and all(h.split(":")[0] in listed for h in hits)
+            assert len(hits) == sum(d.n_chunks for d in docs)
+        return {d.name: d.n_chunks for d in docs}
+    finally:
+        lib.close()
+
+
+def drop_some(root: Path, embedder, rng: random.Random) -> None:
+    """Remove most listed documents (removal must keep the library consistent too)."""
+    lib = Library(root, embedder, load_settings())
+    try:
+        for d in lib.documents():
+            if rng.random() < 0.8:
+                lib.remove(d.doc_hash)
+    finally:
+        lib.close()
+
+
+def moment(lines: list[str]) -> str:
+    """What the child had last logged when it died: start-up, open, start, stage <name>, killed, done, finished."""
+    if not lines:
+        return "start-up"
+    words = lines[-1].split()
+    return " ".join(words[:2]) if words[0] == "stage" else words[0]
+
+
+@pytest.mark.timeout(1500)
+def test_sigkill_during_indexing_leaves_library_consistent(tmp_path, embedder, pdfgen):
+    pdfs = tmp_path / "pdfs"
+    make_batch(pdfgen, pdfs)
+    root, log = tmp_path / "lib", tmp_path / "child.log"
+    script = CHILD.format(root=str(ROOT), log=str(log), lib=str(root), pdfs=str(pdfs))
+    rng = random.Random(20261130)
+    landed: Counter = Counter()
+    seen_counts: list[int] = []
+    for trial in range(TRIALS):
+        log.write_text("")
+        # every third trial kills at one of the two worst moments exactly; the others at random moments
+        kill_at = ["", "after-vectors", "", "mid-transaction", "", ""][trial % 6]
+        child = subprocess.Popen([sys.executable, "-c", script, kill_at], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        # kill at a random moment: wait for a random number of logged events, plus a random fraction of a second
+        target, deadline = (rng.randrange(0, 40) if not kill_at else 10**6), time.monotonic() + 120
+        while child.poll() is None and time.monotonic() < deadline:
+            if len(log.read_text().splitlines()) >= target:
+                break
+            time.sleep(0.01)
+        time.sleep(rng.choice([0.0, rng.uniform(0, 0.05), rng.uniform(0, 0.4)]))
+        if child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+        child.wait(60)
+        err = child.stderr.read().decode(errors="replace")
+        assert child.returncode in (0, -signal.SIGKILL), err
+        lines = log.read_text().splitlines()
+        landed[moment(lines)] += 1
+        listed = check_consistent(root, embedder)
+        seen_counts.append(len(listed))
+        if trial < TRIALS - 1:
+            drop_some(root, embedder, rng)  # so that the next child has documents to index again
+    # the kills landed in many different moments: start-up, parsing, embedding, storing
+    assert sum(landed.values()) == TRIALS
+    assert len(landed) >= 3, landed
+    assert any(k.startswith("stage embed") for k in landed), landed
+    assert landed["killed"] >= TRIALS // 3 - 1, landed  # a document already listed is a duplicate: no store
+    # and the library grows back: a last run without a kill lists every document, complete
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    final = check_consistent(root, embedder)
+    assert sorted(final) == sorted(p.name for p in pdfs.glob("*.pdf")), final
+    print(f"\nSIGKILL trials: {TRIALS}; last event before each kill: {dict(landed)}; documents listed after "
+          f"each: {seen_counts}")
