@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import platform
+import sys
 from pathlib import Path
 
 from pipeline.evaluate import evaluate, index_folder, read_questions
@@ -30,9 +31,9 @@ RETRIEVAL = [
 ]
 # both scorers in one pass ("combined" computes the two)
 ANSWER = [(name, {"scorer": "combined", **over}) for name, over in
-          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3})]]
-# also available, off by default and not yet measured: {"neighbours": True} (each passage followed by its
-# next chunk), {"retry_below": 0.5} (a second answer with 4 passages when the best probability is low)
+          [("1 passage", {"top_k_answer": 1}), ("2 passages (default)", {}), ("3 passages", {"top_k_answer": 3}),
+           ("2 passages + each one's next chunk", {"neighbours": True}),
+           ("2 passages, retry with 4 when best p < 0.5", {"retry_below": 0.5})]]
 
 
 def run(args) -> str:
@@ -61,20 +62,26 @@ def run(args) -> str:
                      f"| {m['recall@5_rerank']:.3f} | {m['recall@20_rerank']:.3f} |")
         print(lines[-1], flush=True)
     out = [f"# Ablations — {datetime.date.today()}, {platform.machine()} {args.cpus} cores, profile {args.profile or 'cpu'}",
-           "", f"Retrieval, all {len(questions)} questions, no answer model (page proximity = the metric's page term):", ""]
+           "", f"Written by `python -m bench.ablation {args.argv}`. Exploratory runs made while choosing the "
+           "defaults: [ablation-exploratory.md](ablation-exploratory.md).",
+           "", f"Retrieval, all {len(questions)} questions, no answer model (page proximity = the metric's page term; "
+           "R@k = the gold page within the top k after reranking):", ""]
     out += lines
     if args.answer_n:
-        qs = questions[: args.answer_n]
-        rows = ["| variant | score (combined) | answer acc (option) | answer acc (letter) | doc acc | page prox |",
-                "|---|---|---|---|---|---|"]
+        step = max(1, len(questions) // args.answer_n)  # spread over the whole file (and so over domains)
+        qs = questions[::step][: args.answer_n]
+        rows = ["| variant | score (combined) | answer acc (option) | answer acc (letter) | doc acc | page prox "
+                "| s/question p50 |", "|---|---|---|---|---|---|---|"]
         for name, over in ANSWER:
             m, traces = evaluate(pipe_for(over), qs, answer=True)
             acc = {k: sum(max(t[f"{k}_probs"], key=t[f"{k}_probs"].get) == t["gold"]["answer"]
                           for t in traces if t.get(f"{k}_probs")) / len(qs) for k in ("option", "letter")}
+            secs = sorted(t["seconds"] for t in traces)
             rows.append(f"| {name} | {m['score']:.3f} | {acc['option']:.3f} | {acc['letter']:.3f} | "
-                        f"{m['doc_accuracy']:.3f} | {m['page_proximity']:.3f} |")
+                        f"{m['doc_accuracy']:.3f} | {m['page_proximity']:.3f} | {secs[len(secs) // 2]:.1f} |")
             print(rows[-1], flush=True)
-        out += ["", f"End to end, first {len(qs)} questions (answer model: Qwen2.5-Coder-1.5B Q4_K_M):", ""] + rows
+        out += ["", f"End to end, {len(qs)} questions (every {step}th of the file; answer model: "
+                    "Qwen2.5-Coder-1.5B Q4_K_M; both scorers computed on every question):", ""] + rows
     return "\n".join(out) + "\n"
 
 
@@ -90,6 +97,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/ablation.md"))
     args = ap.parse_args()
     args.cpus = os.cpu_count()
+    args.argv = " ".join(sys.argv[1:])
     text = run(args)
     args.out.write_text(text)
     print(text)

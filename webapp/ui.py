@@ -268,7 +268,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                     raise _error(f"The run failed: {type(val).__name__}: {val}")
                 else:
                     failed = V.failed_text(val[1])
-        yield (f"Run {V.md_escape(name)} finished: {len(questions)} questions{failed}.{notes}", *run_outputs(sid, name),
+        yield (f"Run {V.md_escape(name)} finished: {V.plural(len(questions), "question")}{failed}.{notes}", *run_outputs(sid, name),
                *runs_choices(sid))
 
     def on_open_run(sid, name):
@@ -334,7 +334,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         with gr.Tabs():
             with gr.Tab("Library", id="library"):
                 with gr.Row():
-                    upload = gr.File(label="Upload PDFs (many at once)", file_count="multiple", file_types=[".pdf"],
+                    upload = gr.File(label=f"Upload PDFs (many at once; up to {settings.max_upload_mb:g} MB each)", file_count="multiple", file_types=[".pdf"],
                                      elem_id="upload", scale=3)
                     with gr.Column(scale=1):
                         sample_btn = gr.Button("Load the sample corpus", elem_id="load-sample")

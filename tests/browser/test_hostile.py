@@ -9,9 +9,9 @@ import pytest
 
 from . import docs as D
 from .docs import pdfgen
-from .harness import App, open_app
+from .harness import App, free_port, open_app
 from .test_browser import (ANSWER_TIMEOUT, expect, row_locator, shot, status_rows, tab, table_rows, text_of, upload,
-                           wait_indexing_done)
+                           wait_indexing_done, wait_until)
 
 # markup that would run script or inject elements if any view rendered it as HTML
 XSS = "<img src=x onerror=\"window.__pwned=1;alert(1)\"><script>window.__pwned=2</script>"
@@ -87,9 +87,12 @@ def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path
 
 
 @pytest.mark.timeout(600)
-def test_limits_reached_say_so(browser, tmp_path, out_dir):
+def test_limits_reached_and_model_server_down_say_so(browser, tmp_path, out_dir):
+    """Tiny limits, and the answer model behind a server that is not there (nothing listens on its port)."""
+    down = f"http://127.0.0.1:{free_port()}/v1"
     limited = App(tmp_path / "data", out_dir / "app-limits.log", extra_args=["--no-warmup"],
-                  env={"PDFQA_MAX_UPLOAD_MB": "0.03", "PDFQA_MAX_DOCUMENTS": "1"})
+                  env={"PDFQA_MAX_UPLOAD_MB": "0.03", "PDFQA_MAX_DOCUMENTS": "1", "PDFQA_ANSWERER": "remote",
+                       "PDFQA_SCORER": "letter", "PDFQA_ANSWER_URL": down, "PDFQA_REMOTE_TIMEOUT": "5"})
     limited.start()
     try:
         page = open_app(browser, limited)
@@ -105,15 +108,34 @@ def test_limits_reached_say_so(browser, tmp_path, out_dir):
         assert status_rows(page)[0][1] == "indexed"
         # the second document is over the documents-per-library limit
         upload(page, "upload", [other])
-        wait_indexing_done(page, 1)
-        row = status_rows(page)[0]
+        row = wait_until(page, lambda: next((r for r in status_rows(page) if r[0] == "parking.pdf"
+                                             and r[1] in ("indexed", "failed")), None), 120, "parking.pdf's status")
         assert row[1] == "failed" and "PDFQA_MAX_DOCUMENTS" in row[2], row
         # an upload over the size limit is refused by the server before it is stored, with a message
         upload(page, "upload", [big])
-        expect(page.get_by_text("PDFQA_MAX_UPLOAD_MB").or_(page.get_by_text("maximum allowed file size"))
-               .first).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("exceed the maximum allowed size").first).to_be_visible(timeout=30_000)
+        assert "velykyi.pdf" in page.get_by_text("exceed the maximum allowed size").first.inner_text()
+        expect(page.locator("#upload")).to_contain_text("up to 0.03 MB each")
         shot(page, out_dir, "11-limits.png")
         assert [r[0] for r in table_rows(page, "documents")] == ["muzei.pdf"]
+        # the answer server is down: the question gets a clear message naming it, the app goes on
+        tab(page, "Ask")
+        page.locator("#block textarea").fill(D.block(D.MUSEUM_Q))
+        page.locator("#fill").click()
+        page.locator("#ask").click()
+        expect(page.get_by_text("cannot be reached").first).to_be_visible(timeout=60_000)
+        assert down.split("/v1")[0] in page.get_by_text("cannot be reached").first.inner_text()
+        # ... and an evaluation run records the question as failed, with the reason, and finishes
+        tab(page, "Evaluate")
+        csv_path = tmp_path / "q.csv"
+        csv_path.write_bytes(D.questions_csv([("q1", D.MUSEUM_Q, "muzei.pdf", 1)]))
+        upload(page, "questions-csv", [csv_path])
+        page.wait_for_timeout(500)
+        page.locator("#run").click()
+        expect(page.locator("#eval-message")).to_contain_text("finished: 1 question, 1 failed", timeout=120_000)
+        expect(page.locator("#eval-message")).to_contain_text("cannot be reached")
+        expect(page.locator("#question-table")).to_contain_text("q1")
+        shot(page, out_dir, "12-server-down.png")
         page.context.close()
     finally:
         limited.stop()
