@@ -323,3 +323,15 @@ def test_failed_questions_summary_names_the_cause_escaped():
     assert one.startswith(", 1 failed (BackendError") and "60 s" in one and "; …" not in one
     two = failed_text([{"error": "BackendError: <b>x</b>"}, {"error": "RuntimeError: y"}])
     assert two.startswith(", 2 failed") and "<b>" not in two and two.endswith("; …)")
+
+
+def test_the_app_builds_with_its_limits_shown(tmp_path):
+    """The whole Blocks app is assembled (no model is loaded: Models are lazy); the upload box states the limit."""
+    from pipeline.qa import Models
+    from pipeline.settings import load_settings
+    from webapp.ui import build_app
+
+    s = load_settings(data_dir=tmp_path, max_upload_mb=7)
+    demo = build_app(s, models=Models(s))
+    upload = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "upload")
+    assert upload.label == "Upload PDFs (many at once; up to 7 MB each)"

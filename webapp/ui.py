@@ -268,7 +268,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
                     raise _error(f"The run failed: {type(val).__name__}: {val}")
                 else:
                     failed = V.failed_text(val[1])
-        yield (f"Run {V.md_escape(name)} finished: {V.plural(len(questions), "question")}{failed}.{notes}", *run_outputs(sid, name),
+        yield (f"Run {V.md_escape(name)} finished: {V.plural(len(questions), 'question')}{failed}.{notes}", *run_outputs(sid, name),
                *runs_choices(sid))
 
     def on_open_run(sid, name):
