@@ -15,7 +15,7 @@ from .test_browser import (ANSWER_TIMEOUT, expect, row_locator, shot, status_row
 
 # markup that would run script or inject elements if any view rendered it as HTML
 XSS = "<img src=x onerror=\"window.__pwned=1;alert(1)\"><script>window.__pwned=2</script>"
-NAME = "<b>звіт</b> №5 — 2026 <img src=x onerror=alert(2)>.pdf"
+NAME = "<b>звіт №5 — 2026 <img src=x onerror=alert(2)>.pdf"  # no "/": a file name cannot carry it
 QID = "<i>q1</i>"
 
 
@@ -48,9 +48,9 @@ def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path
     wait_indexing_done(eve, 1)
     rows = status_rows(eve)
     assert rows[0][1] == "indexed", rows
-    # the name shows literally (Gradio may drop characters a file name cannot carry, never render them)
+    # the name shows as text: Gradio's upload drops "<" and ">" from file names; the rest is shown, never rendered
     docs = text_of(eve, "documents")
-    assert "<b>звіт</b>" in docs and "<img" in docs, docs
+    assert "звіт №5 — 2026" in docs and "img src=x onerror=alert(2).pdf" in docs, docs
     assert eve.locator("#documents b, #documents img, #ingest-status img").count() == 0
 
     # a question whose evidence and options carry markup: every view of the answer shows it as text
@@ -61,7 +61,7 @@ def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path
         eve.locator(f"#option-{letter} textarea").fill(opt)
     eve.locator("#ask").click()
     expect(eve.locator("#answer")).to_contain_text("Answer:", timeout=ANSWER_TIMEOUT)
-    expect(eve.locator("#answer")).to_contain_text("<b>звіт</b>")
+    expect(eve.locator("#answer")).to_contain_text("onerror=alert(2).pdf")
     cands = text_of(eve, "candidates")
     assert "<script>window.__pwned=2</script>" in cands or "<img src=x" in cands, cands[:500]
     assert eve.locator("#answer b, #answer img, #candidates img[src='x']").count() == 0
@@ -71,7 +71,8 @@ def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path
     csv_path = tmp_path / "hostile-questions.csv"
     q = (f"{XSS} Скільки коштує одна година паркування?", ["10 гривень", "20 гривень", "30 гривень", "40 гривень",
                                                            "безкоштовно", XSS], "B")
-    csv_path.write_bytes(D.questions_csv([(QID, q, NAME, 1)]))
+    shown = NAME.replace("<", "").replace(">", "")  # the name the upload kept
+    csv_path.write_bytes(D.questions_csv([(QID, q, shown, 1)]))
     upload(eve, "questions-csv", [csv_path])
     eve.locator("#run-name textarea").fill("<b>run</b>")
     eve.wait_for_timeout(500)
@@ -81,6 +82,7 @@ def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path
     row_locator(eve, "question-table", QID).locator("[role=gridcell]").first.click()
     expect(eve.locator("#question-head")).to_contain_text(f"Question {QID}", timeout=60_000)
     expect(eve.locator("#question-head")).to_contain_text("<script>window.__pwned=2</script>")
+    expect(eve.locator("#score")).to_contain_text("document accuracy 1.000")
     assert eve.locator("#question-head i, #question-head img, #question-table i, #eval-message b").count() == 0
     shot(eve, out_dir, "10-hostile-markup.png")
     assert not pwned(eve) and dialogs == [], dialogs
