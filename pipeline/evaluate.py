@@ -14,6 +14,7 @@ import argparse
 import csv
 import io
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ from .qa import Pipeline, evidence_page
 from .remote import BackendTimeout
 from .settings import load_settings
 from .types import Candidate, Question
+
+log = logging.getLogger(__name__)
 
 REQUIRED = ["Question_ID", "Question", *LETTERS]
 GOLD = ["Correct_Answer", "Doc_ID", "Page_Num"]
@@ -189,12 +192,14 @@ def index_folder(pipe: Pipeline, pdfs: Iterable[Path], say: Callable[[str], None
     files = sorted(pdfs)
     for i, f in enumerate(files, 1):
         try:
-            check_size(f.name, f.stat().st_size, pipe.settings.max_upload_mb)
+            check_size(f.name, f.stat().st_size, pipe.library.settings.max_upload_mb)
             info = pipe.add_pdf(f.read_bytes(), f.name)
             report["indexed"].append(info.name)
             say(f"[{i}/{len(files)}] {f.name}: {'already indexed' if info.duplicate else f'{info.n_pages} pages, {info.n_chunks} chunks'}")
         except Exception as e:  # a bad file, an unreadable one, or a model server failing: this file only
             msg = str(e) if isinstance(e, IngestError) else f"{f.name}: {type(e).__name__}: {e}"
+            if not isinstance(e, (IngestError, OSError)):
+                log.warning("indexing %s failed", f.name, exc_info=True)
             report["failed"][f.name] = msg
             say(f"[{i}/{len(files)}] {f.name}: FAILED — {msg}")
     report["seconds"] = time.perf_counter() - t0
