@@ -16,27 +16,19 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import os
 import platform
 import random
-import statistics
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
+
 WORDS = ["бурштин", "гранат", "сапфір", "смарагд", "топаз", "аметист", "опал", "рубін", "нефрит", "перламутр",
          "малахіт", "яшма", "агат", "берил", "коралл", "турмалін"]
-
-
-def _pdfgen():
-    spec = importlib.util.spec_from_file_location("pdfgen", ROOT / "tests" / "pdfgen.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @dataclass
@@ -57,7 +49,7 @@ class Visitor:
     def question(self) -> str:
         return f"Яке кодове слово відкриває склад номер {self.wave}{self.n:02d}?"
 
-    def pdf(self, pdfgen) -> bytes:
+    def pdf(self) -> bytes:
         body = (f"Склад номер {self.wave}{self.n:02d} відкривається кодовим словом «{self.word}». "
                 f"Кодове слово змінюють щомісяця, а попереднє слово більше не діє.\n"
                 f"Ключі від складу {self.wave}{self.n:02d} зберігає черговий охоронець.")
@@ -96,11 +88,11 @@ def _rows(df: dict) -> list[list]:
     return (df or {}).get("data") or []
 
 
-def visit(url: str, v: Visitor, pdf_dir: Path, pdfgen, stats: Stats, deadline: float) -> None:
+def visit(url: str, v: Visitor, pdf_dir: Path, stats: Stats, deadline: float) -> None:
     from gradio_client import Client, handle_file
 
     path = pdf_dir / v.file_name
-    path.write_bytes(v.pdf(pdfgen))
+    path.write_bytes(v.pdf())
     c = Client(url, verbose=False)
 
     def call(kind: str, *args, api: str):
@@ -173,15 +165,15 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def run(url: str, pid: int | None, clients: int, waves: int, seconds: float, seed: int = 1) -> dict:
-    pdfgen, rng, stats = _pdfgen(), random.Random(seed), Stats()
+    rng, stats = random.Random(seed), Stats()
     mem = Memory(pid) if pid else None
     after_wave = []
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for w in range(1, waves + 1):
             deadline = time.monotonic() + seconds
-            threads = [threading.Thread(target=visit, args=(url, make_visitor(w, n, rng), Path(tmp), pdfgen, stats,
-                                                            deadline)) for n in range(clients)]
+            threads = [threading.Thread(target=visit, args=(url, make_visitor(w, n, rng), Path(tmp), stats,
+                                                    deadline)) for n in range(clients)]
             for t in threads:
                 t.start()
             for t in threads:

@@ -11,7 +11,6 @@ run without a kill must list every document.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal

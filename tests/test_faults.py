@@ -9,10 +9,8 @@ log-probabilities in vLLM's shape and always prefers D) — a fake server for fa
 import csv
 import json
 import re
-import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -22,7 +20,7 @@ from pipeline.qa import Models, Pipeline
 from pipeline.remote import BackendError
 from pipeline.settings import load_settings
 from pipeline.types import Question
-from serving import free_port
+from serving import JsonHandler, free_port, serve
 
 QUESTIONS = [
     Question("q1", "Скільки книжок читач може взяти додому?", ["одну", "дві", "три", "п'ять", "десять", "жодної"]),
@@ -34,25 +32,7 @@ QUESTIONS = [
 
 
 # ---- servers ---------------------------------------------------------------------------------
-class _Handler(BaseHTTPRequestHandler):
-    release: threading.Event
-
-    def log_message(self, *a):
-        pass
-
-    def send(self, code: int, body: bytes | dict):
-        body = json.dumps(body).encode() if isinstance(body, dict) else body
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        self.reply(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"))
-
-
-class Fault(_Handler):
+class Fault(JsonHandler):
     mode = "500"
 
     def reply(self, req):
@@ -66,7 +46,7 @@ class Fault(_Handler):
             self.send(200, b"<html><body>502 Bad Gateway</body></html>")
 
 
-class FakeCompletions(_Handler):
+class FakeCompletions(JsonHandler):
     """vLLM's /v1/completions shape with letter log-probabilities (D preferred); HTTP 500 for ``fail_on``."""
 
     fail_on = "З якого дня тижня"
@@ -81,19 +61,6 @@ class FakeCompletions(_Handler):
         self.send(200, {"choices": [{"index": 0, "text": f"token_id:{ids[3]}",
                                      "logprobs": {"tokens": [f"token_id:{ids[3]}"], "top_logprobs": [top]}}],
                         "usage": {"prompt_tokens": 321, "completion_tokens": 1}})
-
-
-@contextmanager
-def serve(handler: type, **attrs):
-    cls = type("H", (handler,), {"release": threading.Event(), **attrs})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), cls)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        cls.release.set()
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @contextmanager

@@ -5,7 +5,6 @@ bench/load.md); this test runs the same code shorter and checks what must always
 no request fails, no visitor ever sees another's document, and the app's memory does
 not grow as visitors come and go.
 """
-from pathlib import Path
 
 import pytest
 

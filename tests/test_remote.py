@@ -8,11 +8,8 @@
   checked against a small HTTP server written below that speaks vLLM's documented /v1/rerank and
   /v1/score schemas with real scores (e5 cosine similarities). It is a stand-in, not vLLM.
 """
-import json
 import socket
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -23,7 +20,7 @@ from pipeline.prompts import RERANK_PREFIX, RERANK_SUFFIX, rerank_query
 from pipeline.remote import BackendError, RemoteAnswerer, RemoteEmbedder, RemoteReranker
 from pipeline.settings import load_settings
 from pipeline.types import Candidate, Chunk, Question
-from serving import free_port, server
+from serving import JsonHandler, free_port, serve, server
 
 TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
 Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
@@ -53,57 +50,39 @@ def e5_server():
         yield f"http://127.0.0.1:{port}/v1"
 
 
-class _StandIn(BaseHTTPRequestHandler):
+class _StandIn(JsonHandler):
     """vLLM's /v1/rerank and /v1/score response schemas, scored by e5 cosine similarity (not vLLM)."""
 
     embedder = None
     requests: list = []
     mode = "ok"
 
-    def log_message(self, *a):
-        pass
-
-    def _json(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def reply(self, req):
         type(self).requests.append((self.path, req))
         if self.mode == "error":
-            return self._json(500, {"error": {"message": "CUDA out of memory", "type": "InternalServerError"}})
+            return self.send(500, {"error": {"message": "CUDA out of memory", "type": "InternalServerError"}})
         if self.mode == "garbled":
-            return self._json(200, {"results": [{"index": 0}]})
+            return self.send(200, {"results": [{"index": 0}]})
         query, docs = (req["query"], req["documents"]) if self.path == "/v1/rerank" else (req["text_1"], req["text_2"])
         qv = self.embedder.embed_queries([query])[0]
         scores = (self.embedder.embed_passages(docs) @ qv).tolist()
         if self.path == "/v1/rerank":  # vLLM: results sorted by relevance, each with its input index
             res = sorted(({"index": i, "document": {"text": d}, "relevance_score": s}
                           for i, (d, s) in enumerate(zip(docs, scores))), key=lambda r: -r["relevance_score"])
-            return self._json(200, {"id": "rerank-1", "model": req["model"], "results": res[: req.get("top_n") or None],
-                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+            return self.send(200, {"id": "rerank-1", "model": req["model"], "results": res[: req.get("top_n") or None],
+                                   "usage": {"prompt_tokens": 1, "total_tokens": 1}})
         if self.path == "/v1/score":
-            return self._json(200, {"id": "score-1", "object": "list", "created": 0, "model": req["model"],
-                                    "data": [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)],
-                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
-        self._json(404, {"detail": "Not Found"})
+            return self.send(200, {"id": "score-1", "object": "list", "created": 0, "model": req["model"],
+                                   "data": [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)],
+                                   "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        self.send(404, {"detail": "Not Found"})
 
 
 @pytest.fixture
 def rerank_server(embedder):
     _StandIn.embedder, _StandIn.requests, _StandIn.mode = embedder, [], "ok"
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(_StandIn) as url:  # the served subclass reads (and appends to) _StandIn's attributes
+        yield f"{url}/v1"
 
 
 # ---- embedder ----------------------------------------------------------------------------------

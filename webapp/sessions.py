@@ -38,11 +38,6 @@ def valid_session_id(sid: object) -> bool:
     return isinstance(sid, str) and _ID.fullmatch(sid) is not None
 
 
-def close_library(library) -> None:
-    """Release a library's SQLite connection and its Chroma system (``Library.close``)."""
-    library.close()
-
-
 class SessionStore:
     """Maps session ids to data directories and open pipelines (a bounded LRU cache).
 
@@ -57,7 +52,7 @@ class SessionStore:
         self.data_dir = Path(data_dir)
         self.sessions_dir = self.data_dir / "sessions"
         self.opener = opener
-        self.closer = closer or (lambda pipe: close_library(getattr(pipe, "library", pipe)))
+        self.closer = closer or (lambda pipe: getattr(pipe, "library", pipe).close())  # Library.close
         self.shared = shared
         self.max_sessions, self.max_age_s, self.max_open = max_sessions, max_age_s, max_open
         self._open: OrderedDict[str, object] = OrderedDict()

@@ -245,8 +245,6 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
             questions, problems = read_questions(Path(csv_file).read_bytes(), max_questions=settings.max_questions)
         except QuestionsError as e:
             raise _error(str(e)) from None
-        if not questions:
-            raise _error("No usable questions in the file: " + "; ".join(problems[:5]))
         if not store.exists(sid):
             raise _error("The library is empty: add the PDFs on the Library tab first.")
         runs_dir = store.runs_dir(sid)
@@ -257,7 +255,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         with store.open(sid) as pipe:
             R.save_questions(out, questions)
             progress((0, len(questions)), desc="answering")
-            done, failed = 0, ""
+            failed = ""
             for kind, val in V.stream(lambda report: evaluate(pipe, questions, out, progress=report)):
                 if kind == "progress":
                     done, n, rec = val
