@@ -1,0 +1,96 @@
+"""Costs of the robustness paths on this machine, from one command.
+
+    python -m bench.robustness
+
+Prints (and writes ``bench/robustness.md``): OCR seconds per scanned A4 page
+(Tesseract ukr+eng at the profile's dpi), against parsing the same page with
+its text layer (same process); the time to refuse a 2,000-page PDF at the page
+limit; the time to parse those 2,000 pages with the limit raised; and the time
+to read a 100,000-row questions CSV (UTF-8 and cp1251).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import io
+import os
+import platform
+import time
+from pathlib import Path
+
+from pipeline.evaluate import QuestionsError, read_questions
+from pipeline.ingest import IngestError, parse_pdf
+from pipeline.settings import load_settings
+from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
+
+
+def timed(fn, repeat: int = 1) -> float:
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    return (time.perf_counter() - t0) / repeat
+
+
+def questions_csv(n: int) -> str:
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["Question_ID", "Question", "A", "B", "C", "D", "E", "F", "Correct_Answer", "Doc_ID", "Page_Num"])
+    for i in range(n):
+        w.writerow([f"q{i}", f"Скільки коштує послуга номер {i}? Ґанок, їжак, «лапки».", "10", "20", "30", "40",
+                    "50", "60", "B", "doc.pdf", 1 + i % 9])
+    return out.getvalue()
+
+
+def run(pages: int) -> str:
+    s = load_settings()
+    ocr_kw = dict(ocr=True, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, max_pages=s.max_pages)
+    scan, text = pdfgen.image_only_pdf(pages=pages), pdfgen.scan_source_pdf(pages=pages)
+    doc = parse_pdf(scan, "scan.pdf", **ocr_kw)
+    ocr = timed(lambda: parse_pdf(scan, "scan.pdf", **ocr_kw)) / pages
+    plain = timed(lambda: parse_pdf(text, "text.pdf", **ocr_kw)) / pages
+    big = pdfgen.many_pages_pdf(2000)
+
+    def refuse():
+        try:
+            parse_pdf(big, "big.pdf", max_pages=s.max_pages)
+        except IngestError:
+            return
+        raise AssertionError("the 2,000-page PDF was not refused")
+
+    refused = timed(refuse, repeat=5)
+    parsed = timed(lambda: parse_pdf(big, "big.pdf", max_pages=2000, ocr=False))
+    rows = questions_csv(100_000)
+    utf8, cp1251 = rows.encode("utf-8"), rows.encode("cp1251")
+    read_utf8 = timed(lambda: read_questions(utf8))
+    read_cp1251 = timed(lambda: read_questions(cp1251))
+    try:
+        read_questions(utf8, max_questions=s.max_questions)
+        limit = "not refused"
+    except QuestionsError as e:
+        limit = str(e)
+    lines = [f"# Robustness costs — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores",
+             "", "Command: `python -m bench.robustness`", "",
+             "| what | figure |", "|---|---|",
+             f"| OCR, scanned A4 page (Tesseract {s.ocr_languages}, {s.ocr_dpi} dpi; {pages} pages) | "
+             f"{ocr:.2f} s/page ({ocr / plain:.0f}× the same page with a text layer, {plain * 1000:.0f} ms) |",
+             f"| OCR'd warnings | {'; '.join(doc.warnings)} |",
+             f"| refuse a 2,000-page PDF at the {s.max_pages}-page limit | {refused * 1000:.1f} ms |",
+             f"| parse those 2,000 pages with the limit raised (no OCR) | {parsed:.1f} s |",
+             f"| read 100,000 question rows, UTF-8 / cp1251 | {read_utf8:.2f} s / {read_cp1251:.2f} s |",
+             f"| the same file against the {s.max_questions:,}-question limit | {limit} |"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", type=int, default=4, help="scanned pages to OCR")
+    ap.add_argument("--out", type=Path, default=Path("bench/robustness.md"))
+    a = ap.parse_args()
+    text = run(a.pages)
+    a.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
