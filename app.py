@@ -8,10 +8,13 @@ Options (each also an environment variable):
   --host ADDR        HOST                     (default 0.0.0.0)
   PDFQA_MODEL_CONCURRENCY (default 1)  model jobs (indexing, answering, runs) at once
   PDFQA_MAX_SESSIONS (default 200), PDFQA_SESSION_DAYS (default 7)  session expiry
+  PDFQA_MAX_PAGE_SESSIONS (default 1000)  open pages whose state Gradio keeps in memory
+  MALLOC_ARENA_MAX (default here 2)  glibc malloc arenas; more let memory creep up as visitors come and go
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import threading
@@ -25,7 +28,24 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def limit_malloc_arenas(n: int = 2) -> bool:
+    """Cap glibc's malloc arenas at ``n`` unless ``MALLOC_ARENA_MAX`` is set (glibc then read it itself).
+
+    Gradio serves each request from a pool of threads and glibc gives threads their
+    own arenas (up to 8 per core); memory freed in one is not reused by another, so
+    the process grew ~35 MB per 16 visitors and kept growing. With 2 arenas it grew
+    ~10 MB (bench/load.md). Call before threads start. False where this is not glibc.
+    """
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        return ctypes.CDLL("libc.so.6").mallopt(-8, n) == 1  # -8 = M_ARENA_MAX
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
+        return False
+
+
 def main(argv: list[str] | None = None) -> None:
+    limit_malloc_arenas()
     ap = argparse.ArgumentParser(description="PDF QA web app")
     ap.add_argument("--shared-library", action="store_true", default=_flag("PDFQA_SHARED_LIBRARY"))
     ap.add_argument("--data-dir", default=None)
@@ -46,7 +66,9 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(target=lambda: (models.embedder, models.answerer), daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)
     demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True, footer_links=["gradio"],
-                max_file_size=int(settings.max_upload_mb * 2**20))  # Gradio refuses bigger uploads before they land
+                max_file_size=int(settings.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
+                # Gradio keeps every page session's state (~0.1 MB) until this many are held, then drops the oldest
+                state_session_capacity=int(os.environ.get("PDFQA_MAX_PAGE_SESSIONS", "1000")))
 
 
 if __name__ == "__main__":

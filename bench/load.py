@@ -1,6 +1,6 @@
 """Load on loopback: concurrent visitors (``gradio_client``) against one app, in waves.
 
-    python -m bench.load --clients 16 --waves 3 --seconds 120
+    python -m bench.load --clients 16 --waves 3 --seconds 120 [--baseline-env MALLOC_ARENA_MAX=16]
 
 Starts ``python app.py`` on a free loopback port with a fresh data directory
 (or uses ``--url``). Each wave, ``--clients`` visitors run at once, each in its
@@ -211,28 +211,50 @@ def report(r: dict, note: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_app(clients: int, waves: int, seconds: float, env: dict[str, str] | None = None) -> dict:
+    """Start ``python app.py`` with a fresh data directory (and ``env``), run the waves, stop it."""
+    from tests.browser.harness import App
+
+    with tempfile.TemporaryDirectory() as data:
+        app = App(Path(data), Path(data) / "app.log", env=env)
+        app.start()
+        try:
+            return run(app.url, app.proc.pid, clients, waves, seconds)
+        finally:
+            app.stop()
+
+
+def growth(r: dict) -> float:
+    """MB the app grew from the end of the first wave to the end of the last."""
+    return r["rss_after_wave_mb"][-1] - r["rss_after_wave_mb"][0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--waves", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=120, help="each visitor keeps asking for this long")
     ap.add_argument("--url", default=None, help="an app already running (memory is then not measured)")
+    ap.add_argument("--baseline-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="first run the same load against an app started with these environment variables "
+                         "(e.g. MALLOC_ARENA_MAX=16, glibc's default on 2 cores) and compare memory growth")
     ap.add_argument("--out", type=Path, default=Path("bench/load.md"))
     a = ap.parse_args()
     note = f"--clients {a.clients} --waves {a.waves} --seconds {a.seconds:g}"
     if a.url:
-        r = run(a.url, None, a.clients, a.waves, a.seconds)
+        text = report(run(a.url, None, a.clients, a.waves, a.seconds), note)
+    elif a.baseline_env:
+        env = dict(kv.split("=", 1) for kv in a.baseline_env)
+        note += "".join(f" --baseline-env {kv}" for kv in a.baseline_env)
+        base = run_app(a.clients, a.waves, a.seconds, env)
+        r = run_app(a.clients, a.waves, a.seconds)
+        text = (report(r, note) + f"\n## Baseline: the same load, app started with {' '.join(a.baseline_env)}\n\n"
+                + report(base).split("\n\n", 3)[-1]
+                + f"\nMemory growth from the end of wave 1 to the end of wave {a.waves}: {growth(r):+.0f} MB "
+                  f"vs {growth(base):+.0f} MB with the baseline's settings "
+                  f"(peak {r['peak_rss_mb']:.0f} vs {base['peak_rss_mb']:.0f} MB).\n")
     else:
-        from tests.browser.harness import App
-
-        with tempfile.TemporaryDirectory() as data:
-            app = App(Path(data), Path(data) / "app.log")
-            app.start()
-            try:
-                r = run(app.url, app.proc.pid, a.clients, a.waves, a.seconds)
-            finally:
-                app.stop()
-    text = report(r, note)
+        text = report(run_app(a.clients, a.waves, a.seconds), note)
     a.out.write_text(text)
     print(text)
 

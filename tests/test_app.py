@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import os
+import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -335,3 +338,14 @@ def test_the_app_builds_with_its_limits_shown(tmp_path):
     demo = build_app(s, models=Models(s))
     upload = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "upload")
     assert upload.label == "Upload PDFs (many at once; up to 7 MB each)"
+
+
+def test_app_caps_malloc_arenas_unless_the_environment_says_otherwise():
+    """app.py caps glibc's malloc arenas (memory crept up as Gradio's threads served visitors; bench/load.md)."""
+    code = "import app; print(app.limit_malloc_arenas())"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(platform.libc_ver()[0] == "glibc")
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "MALLOC_ARENA_MAX": "4"}, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"  # glibc already read the user's own setting

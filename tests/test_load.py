@@ -16,7 +16,9 @@ CLIENTS, WAVES = 16, 3
 
 @pytest.mark.timeout(1800)
 def test_sixteen_visitors_in_waves_no_errors_isolated_memory_bounded(tmp_path):
-    app = App(tmp_path / "data", tmp_path / "app.log")
+    # Gradio keeps each page session's state until PDFQA_MAX_PAGE_SESSIONS are held: 2 waves here, so the
+    # third wave's visitors push the first wave's out and the bound is exercised
+    app = App(tmp_path / "data", tmp_path / "app.log", env={"PDFQA_MAX_PAGE_SESSIONS": str(2 * CLIENTS)})
     app.start()
     try:
         r = run(app.url, app.proc.pid, CLIENTS, WAVES, seconds=0)
@@ -28,8 +30,31 @@ def test_sixteen_visitors_in_waves_no_errors_isolated_memory_bounded(tmp_path):
     assert r["served"]["upload"] == r["served"]["ask"] == CLIENTS * WAVES
     assert r["answer_accuracy"] >= 0.8  # each visitor's fact is in its own one-page PDF only
     # visitors came and went: the last wave leaves the app no bigger than the first did (sessions' pipelines are
-    # closed beyond the open-library cap; 150 MB of slack for allocator noise)
+    # closed beyond the open-library cap, Gradio's page states beyond PDFQA_MAX_PAGE_SESSIONS, malloc arenas capped
+    # by app.py; measured ~10 MB per wave; 150 MB of slack for allocator noise)
     first, last = r["rss_after_wave_mb"][0], r["rss_after_wave_mb"][-1]
     assert last <= first + 150, r["rss_after_wave_mb"]
     # sessions on disk: one per visitor, under the configured cap
     assert len(list((tmp_path / "data" / "sessions").iterdir())) == CLIENTS * WAVES
+
+
+def test_a_page_whose_state_gradio_dropped_is_told_to_reload_and_finds_its_library_again(tmp_path):
+    """PDFQA_MAX_PAGE_SESSIONS bounds Gradio's per-page state; the page pushed out is told what to do."""
+    from gradio_client import Client
+
+    app = App(tmp_path / "data", tmp_path / "app.log", env={"PDFQA_MAX_PAGE_SESSIONS": "1"})
+    app.start()
+    try:
+        first = Client(app.url, verbose=False)
+        sid = first.predict("", api_name="/on_load")[0]
+        other = Client(app.url, verbose=False)  # a second page: the first page's state is dropped
+        other.predict("", api_name="/on_load")
+        with pytest.raises(Exception, match="reload the page"):
+            first.predict("Котра година?", *"ABCDEF", api_name="/on_ask")
+        # the reload (a new page with the id the browser kept) is the same visitor
+        again = Client(app.url, verbose=False)
+        assert again.predict(sid, api_name="/on_load")[0] == sid
+        for c in (first, other, again):
+            c.close()
+    finally:
+        app.stop()

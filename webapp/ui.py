@@ -76,7 +76,8 @@ def _error(message: str) -> gr.Error:
 
 def _need_sid(sid: str) -> str:
     if not valid_session_id(sid):
-        raise _error("The page is still loading; try again in a moment.")
+        raise _error("This page has no session yet (still loading) or no longer (open a long time while many others "
+                     "came): wait a moment, or reload the page — your library is kept.")
     return sid
 
 
