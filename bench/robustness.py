@@ -19,7 +19,7 @@ import platform
 import time
 from pathlib import Path
 
-from pipeline.evaluate import QuestionsError, read_questions
+from pipeline.evaluate import GOLD, REQUIRED, QuestionsError, read_questions
 from pipeline.ingest import IngestError, parse_pdf
 from pipeline.settings import load_settings
 from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
@@ -35,7 +35,7 @@ def timed(fn, repeat: int = 1) -> float:
 def questions_csv(n: int) -> str:
     out = io.StringIO()
     w = csv.writer(out)
-    w.writerow(["Question_ID", "Question", "A", "B", "C", "D", "E", "F", "Correct_Answer", "Doc_ID", "Page_Num"])
+    w.writerow(REQUIRED + GOLD)
     for i in range(n):
         w.writerow([f"q{i}", f"Скільки коштує послуга номер {i}? Ґанок, їжак, «лапки».", "10", "20", "30", "40",
                     "50", "60", "B", "doc.pdf", 1 + i % 9])

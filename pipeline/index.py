@@ -23,7 +23,7 @@ import numpy as np
 from .chroma_client import open_collection
 from .chunking import TokenCounter, chunk_document
 from .embedders import Embedder
-from .ingest import check_size, Deadline, IngestError, file_hash, parse_pdf, safe_name
+from .ingest import Deadline, IngestError, check_size, file_hash, parse_pdf, safe_name
 from .settings import Settings
 from .text import normalize
 from .types import Chunk, Page

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-
 from .embedders import Embedder
 from .index import Library
 from .retrieval import zscores
