@@ -1,6 +1,6 @@
 """PDF QA web app: ``python app.py`` serves on 0.0.0.0:7860 (or $PORT).
 
-Options (each also an environment variable):
+Options (each also an environment variable; the PDFQA_* ones are settings, ``pipeline/settings.py``):
   --shared-library   PDFQA_SHARED_LIBRARY=1   one library for every visitor (default: one per browser)
   --data-dir DIR     PDFQA_DATA_DIR           where libraries and runs live (default: data)
   --profile NAME     PDFQA_PROFILE            settings profile (default: cpu)
@@ -10,6 +10,7 @@ Options (each also an environment variable):
   PDFQA_MAX_SESSIONS (default 200), PDFQA_SESSION_DAYS (default 7)  session expiry
   PDFQA_MAX_PAGE_SESSIONS (default 1000)  open pages whose state Gradio keeps in memory
   MALLOC_ARENA_MAX (default here 2)  glibc malloc arenas; more let memory creep up as visitors come and go
+The HTTP clients to model servers are closed when the server stops.
 """
 from __future__ import annotations
 
@@ -19,13 +20,9 @@ import logging
 import os
 import threading
 
-from pipeline.qa import Models
+from pipeline.backends.registry import Models
 from pipeline.settings import load_settings
 from webapp.ui import CSS, THEME, build_app
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def limit_malloc_arenas(n: int = 2) -> bool:
@@ -47,7 +44,7 @@ def limit_malloc_arenas(n: int = 2) -> bool:
 def main(argv: list[str] | None = None) -> None:
     limit_malloc_arenas()
     ap = argparse.ArgumentParser(description="PDF QA web app")
-    ap.add_argument("--shared-library", action="store_true", default=_flag("PDFQA_SHARED_LIBRARY"))
+    ap.add_argument("--shared-library", action="store_true", default=None)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--profile", default=None)
     ap.add_argument("--host", default=os.environ.get("HOST", "0.0.0.0"))
@@ -56,19 +53,21 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    settings = load_settings(a.profile, data_dir=a.data_dir)
-    models = Models(settings)
-    demo = build_app(settings, models=models, shared=a.shared_library,
-                     model_concurrency=int(os.environ.get("PDFQA_MODEL_CONCURRENCY", "1")),
-                     max_sessions=int(os.environ.get("PDFQA_MAX_SESSIONS", "200")),
-                     max_age_s=float(os.environ.get("PDFQA_SESSION_DAYS", "7")) * 86400)
+    s = load_settings(a.profile, data_dir=a.data_dir, shared_library=a.shared_library)
+    models = Models(s)
+    demo = build_app(s, models=models, shared=s.shared_library, model_concurrency=s.model_concurrency,
+                     max_sessions=s.max_sessions, max_age_s=s.session_days * 86400)
     if not a.no_warmup:  # load the models in the background: the page is served meanwhile
-        threading.Thread(target=lambda: (models.embedder, models.answerer), daemon=True, name="warmup").start()
+        threading.Thread(target=models.load, daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)
-    demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True, footer_links=["gradio"],
-                max_file_size=int(settings.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
-                # Gradio keeps every page session's state (~0.1 MB) until this many are held, then drops the oldest
-                state_session_capacity=int(os.environ.get("PDFQA_MAX_PAGE_SESSIONS", "1000")))
+    try:
+        demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True,
+                    footer_links=["gradio"],
+                    max_file_size=int(s.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
+                    # Gradio keeps every page session's state (~0.1 MB) until this many are held, then drops the oldest
+                    state_session_capacity=s.max_page_sessions)
+    finally:
+        models.close()
 
 
 if __name__ == "__main__":

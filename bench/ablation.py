@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import sys
 from pathlib import Path
 
-from pipeline.evaluate import evaluate, index_folder, read_questions
-from pipeline.qa import Models, Pipeline
+from pipeline.backends.registry import Models
+from pipeline.evaluation.questions import read_questions
+from pipeline.evaluation.run import evaluate, index_folder
+from pipeline.ingest import list_pdfs
+from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 
 RETRIEVAL = [
@@ -38,7 +40,7 @@ ANSWER = [(name, {"scorer": "combined", **over}) for name, over in
 
 def run(args) -> str:
     questions, _ = read_questions(args.questions.read_bytes())
-    pdfs = [p for p in args.pdfs.iterdir() if p.suffix.lower() == ".pdf"]
+    pdfs = list_pdfs(args.pdfs)
     models = None
     pipes: dict[str, Pipeline] = {}
 
@@ -51,7 +53,7 @@ def run(args) -> str:
         root = args.data_dir / key
         p = Pipeline(s, root=root, models=models)
         if key not in pipes:
-            index_folder(p, pdfs, say=lambda m: None)
+            index_folder(p.indexer, pdfs, say=lambda m: None)
             pipes[key] = p
         return p
 

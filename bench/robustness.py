@@ -19,8 +19,9 @@ import platform
 import time
 from pathlib import Path
 
-from pipeline.evaluate import GOLD, REQUIRED, QuestionsError, read_questions
-from pipeline.ingest import IngestError, parse_pdf
+from pipeline.errors import IngestError, QuestionsError
+from pipeline.evaluation.questions import GOLD, REQUIRED, read_questions
+from pipeline.ingest import parse_pdf
 from pipeline.settings import load_settings
 from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
 

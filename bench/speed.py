@@ -23,10 +23,12 @@ from pathlib import Path
 import pymupdf
 import pymupdf4llm
 
+from pipeline.backends.registry import Models
 from pipeline.chunking import TokenCounter, chunk_document
-from pipeline.evaluate import index_folder, read_questions
-from pipeline.ingest import parse_pdf
-from pipeline.qa import Models, Pipeline
+from pipeline.evaluation.questions import read_questions
+from pipeline.evaluation.run import index_folder
+from pipeline.ingest import list_pdfs, parse_pdf
+from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 
 
@@ -64,7 +66,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/speed.md"))
     a = ap.parse_args()
     s = load_settings(a.profile)
-    files = sorted(p for p in a.pdfs.iterdir() if p.suffix.lower() == ".pdf")
+    files = list_pdfs(a.pdfs)
     models = Models(s)
     count = TokenCounter(models.embedder.count_word_tokens)
     rows = []
@@ -89,7 +91,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         pipe = Pipeline(s, root=tmp, models=models)
-        rep = index_folder(pipe, files, say=lambda m: None)
+        rep = index_folder(pipe.indexer, files, say=lambda m: None)
         rows.append((f"index {len(files)} PDFs from scratch", f"{rep['seconds']:.0f} s ({pipe.library.n_chunks()} chunks)"))
         questions, _ = read_questions(a.questions.read_bytes())
         models.answerer  # load outside the timings

@@ -6,7 +6,7 @@ set -euo pipefail
 cd /app
 mkdir -p /data/app /data/logs
 # the commands come from the profile itself, so servers and app agree on models, lengths and ports
-mapfile -t CMDS < <(PDFQA_PROFILE= .venv/bin/python -m pipeline.vllm_backend --profile t4x2 --host 127.0.0.1)
+mapfile -t CMDS < <(PDFQA_PROFILE= .venv/bin/python -m pipeline.gpu.serve --profile t4x2 --host 127.0.0.1)
 for cmd in "${CMDS[@]}"; do
   port=$(sed -E 's/.*--port ([0-9]+).*/\1/' <<<"$cmd")
   echo "starting: $cmd"

@@ -1,220 +1,72 @@
-"""Stage 6 — constrained answering: a probability for each of the six options, never free text.
+"""Stage 6 — answering and localisation: six probabilities from the evidence, then the page.
 
-Both scorers share one prompt prefix (the passages with their ranks and the
-question), evaluated once and kept in the model's cache:
-
-* ``option`` — the mean log-probability of each option's own tokens after
-  ``Відповідь:`` (one short batched decode per option; better for small models);
-* ``letter`` — after the lettered options, the next-token logits of " A" … " F"
-  renormalised over the six (the reference system's method, for large models).
-
-The profile says which one answers; ``combined`` computes both (the second
-costs little on top of the shared prefix) and answers with their geometric mean.
+The answer model (``Answerer``, ``pipeline.backends.base``) scores the six
+options given the top ``top_k_answer`` reranked chunks (each optionally followed
+by its next chunk, ``neighbours``); below ``retry_below`` it is asked again with
+wider evidence (``retry_top_k``) and the surer answer is kept. The document is
+the top reranked chunk's; the page is the one of its pages that holds most of
+the question's and answer's words.
 """
 from __future__ import annotations
 
-import os
-import re
-import threading
-import time
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from typing import Callable
 
-import numpy as np
-
+from .backends.base import Answerer
 from .settings import Settings
 from .text import normalize
-from .types import Candidate, Question
-
-LETTERS = "ABCDEF"
-
-SYSTEM = (
-    "Ти уважно читаєш фрагменти документів і відповідаєш на запитання за ними. "
-    "Фрагменти пронумеровано за релевантністю: що менший номер, то тісніше фрагмент пов'язаний із запитанням. "
-    "Спирайся на те, що прямо сказано в тексті. Якщо фрагменти розходяться, віддай перевагу "
-    "прямому й конкретному формулюванню перед загальним."
-)
-
-_EMPH = re.compile(r"\*\*|(?<!\w)_|_(?!\w)|<sup>|</sup>")
+from .types import LETTERS, Answer, Candidate, Chunk, Question, chunk_id
 
 
-def passage_text(c: Candidate) -> str:
-    title = c.chunk.prefix[:120].rsplit(" ", 1)[0] if c.chunk.prefix else ""
-    head = " — ".join(x for x in (title, c.chunk.heading) if x)
-    body = re.sub(r"[ \t]+", " ", _EMPH.sub("", c.chunk.body)).strip()
-    return f"{head}\n{body}" if head else body
+
+def evidence_page(c: Candidate, q: Question, letter: str | None) -> int:
+    """The page of a chunk that holds the evidence: where the question's and answer's words are."""
+    if len(c.chunk.spans) == 1:
+        return c.chunk.spans[0][0]
+    want = set(normalize(q.text + " " + (q.options[LETTERS.index(letter)] if letter else "")))
+    body, pos, best, best_n = c.chunk.body, 0, c.chunk.spans[0][0], -1
+    for page, s, e in c.chunk.spans:
+        part = body[pos: pos + (e - s)]
+        pos += (e - s) + 1
+        n = len(want & set(normalize(part)))
+        if n > best_n:
+            best, best_n = page, n
+    return best
 
 
-def shared_prompt(q: Question, passages: list[str]) -> str:
-    """System + passages + question: the part both scorers share (evaluated once)."""
-    parts = ["Фрагменти документів:\n"]
-    for i, p in enumerate(passages, 1):
-        parts.append(f"[Фрагмент {i}]\n{p}\n")
-    parts.append(f"Запитання: {q.text.strip()}")
-    return f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n" + "\n".join(parts)
+def select_evidence(reranked: list[Candidate], k: int, neighbours: bool,
+                    chunks: Callable[[list[str]], list[Chunk]]) -> list[Candidate]:
+    """The top ``k`` candidates, each followed by its next chunk in the document when ``neighbours``."""
+    top = reranked[:k]
+    if not neighbours:
+        return top
+    out: list[Candidate] = []
+    for c in top:
+        out.append(c)
+        nxt = chunks([chunk_id(c.chunk.doc_hash, c.chunk.index + 1)])
+        if nxt and all(x.chunk.chunk_id != nxt[0].chunk_id for x in reranked[:k]):
+            out.append(Candidate(nxt[0], {"neighbour_of": c.rank}, c.rank))
+    return out
 
 
-OPTION_TAIL = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
-
-
-def letter_tail(q: Question) -> str:
-    opts = "\n".join(f"{LETTERS[i]}. {o.strip()}" for i, o in enumerate(q.options))
-    return (f"\n\nВаріанти відповіді:\n{opts}\n\nОбери один правильний варіант і відповідай лише його літерою."
-            f"<|im_end|>\n<|im_start|>assistant\nВідповідь:")
-
-
-def fit_lines(text: str, budget: int, terms: set[str], count) -> str:
-    """The run of whole lines within ``budget`` tokens (``count`` counts them) that shares most words
-    with the question and options; the first line (title or heading) is kept when it is short."""
-    lines = [ln for ln in text.split("\n") if ln.strip()]
-    sizes = [count(ln) + 1 for ln in lines]
-    if budget <= 0 or sum(sizes) <= budget:
-        return text
-    hits = [len(terms & set(normalize(ln, "prefix6"))) for ln in lines]
-    best, best_hits, j, used, got = (0, 0), -1, 0, 0, 0
-    for i in range(len(lines)):  # sliding window [j, i]
-        used += sizes[i]
-        got += hits[i]
-        while used > budget and j < i:
-            used -= sizes[j]
-            got -= hits[j]
-            j += 1
-        if got > best_hits:
-            best, best_hits = (j, i), got
-    head = lines[0] if best[0] > 0 and sizes[0] < budget // 8 else None
-    body = lines[best[0]: best[1] + 1]
-    return "\n".join(([head, "…"] if head else []) + body)
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max())
-    return e / e.sum()
-
-
-@dataclass
-class Scores:
-    probabilities: dict[str, float]
-    letter: dict[str, float] = field(default_factory=dict)
-    option: dict[str, float] = field(default_factory=dict)
-    prompt_tokens: int = 0
-    seconds: float = 0.0
-
-
-class Answerer(ABC):
-    @abstractmethod
-    def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
-        """Probabilities of the six options; ``scorer`` overrides the profile's."""
-
-
-class LlamaCppAnswerer(Answerer):
-    """A GGUF chat model through llama-cpp-python (Qwen ChatML prompt format)."""
-
-    def __init__(self, model_path: str, settings: Settings):
-        import llama_cpp
-
-        self.settings = settings
-        threads = settings.n_threads or os.cpu_count() or 1
-        self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
-                                   n_batch=512, verbose=False)
-        self._vocab = self.llm.n_vocab()
-        self._lock = threading.Lock()
-        ids = [self.llm.tokenize(f" {x}".encode(), add_bos=False) for x in LETTERS]
-        if any(len(i) != 1 for i in ids):
-            raise RuntimeError("the model's tokenizer does not have single-token letters A–F")
-        self.letter_ids = [i[0] for i in ids]
-
-    def _tok(self, text: str, special: bool = False) -> list[int]:
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
-
-    def prompt_tokens(self, q: Question, passages: list[str]) -> list[int]:
-        """The shared prompt, passages cut from the lowest rank's end until everything fits the context."""
-        reserve = len(self._tok(letter_tail(q), special=True)) + 64 + 16
-        budget = self.settings.n_ctx - reserve
-        while True:
-            toks = self._tok(shared_prompt(q, passages), special=True)
-            if len(toks) <= budget or not any(passages):
-                return toks
-            over = len(toks) - budget
-            i = max(k for k, p in enumerate(passages) if p)
-            cut = max(0, len(passages[i]) - max(200, 3 * over))
-            passages = passages[:i] + [passages[i][:cut]] + passages[i + 1:]
-
-    def _logits(self, rows: int = 1) -> np.ndarray:
-        a = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self._vocab)).astype(np.float64)
-        return a - np.logaddexp.reduce(a, axis=1, keepdims=True)  # log-probabilities
-
-    def _eval(self, toks: list[int]) -> np.ndarray:
-        """Evaluate ``toks`` after the cached state, reusing any shared prefix; log-probs of the next token."""
-        llm = self.llm
-        common = 0
-        for a, b in zip(llm.input_ids[: llm.n_tokens], toks[:-1]):
-            if a != b:
-                break
-            common += 1
-        llm.n_tokens = common
-        llm.eval(toks[common:])
-        return self._logits()[0]
-
-    def _continuation(self, n_past: int, first: np.ndarray, toks: list[int]) -> float:
-        """Mean log-probability of ``toks`` after the first ``n_past`` cached tokens (the cache is kept)."""
-        llm = self.llm
-        lps = [first[toks[0]]]
-        if len(toks) > 1:
-            llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-            llm._batch.set_batch(batch=toks[:-1], n_past=n_past, logits_all=True)
-            llm._ctx.decode(llm._batch)
-            rows = self._logits(len(toks) - 1)
-            lps += [row[t] for row, t in zip(rows, toks[1:])]
-        llm.n_tokens = n_past
-        return float(np.mean(lps))
-
-    def fit(self, text: str, budget: int, terms: set[str]) -> str:
-        return fit_lines(text, budget, terms, lambda line: len(self._tok(line)))
-
-    def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
-        t0 = time.perf_counter()
-        s = self.settings
-        scorer = scorer or s.scorer
-        terms = set(normalize(" ".join([q.text, *q.options]), "prefix6"))
-        with self._lock:
-            passages = [self.fit(passage_text(c), s.passage_tokens, terms) for c in evidence]
-            shared = self.prompt_tokens(q, passages)
-            option = np.zeros(6)
-            letter = np.full(6, 1 / 6)
-            n_prompt = len(shared)
-            if scorer in ("option", "combined"):
-                # option likelihood: passages + question, then each option's own tokens
-                opt_prompt = shared + self._tok(OPTION_TAIL, special=True)
-                first = self._eval(opt_prompt)
-                option = np.full(6, -1e9)
-                for i, o in enumerate(q.options):
-                    ot = self._tok(" " + o.strip())[:64] if o.strip() else []
-                    if ot:
-                        option[i] = self._continuation(len(opt_prompt), first, ot)
-                n_prompt = len(opt_prompt)
-            if scorer in ("letter", "combined"):
-                # letter: the same passages + question, then the lettered options
-                let_prompt = shared + self._tok(letter_tail(q), special=True)
-                letter = softmax(self._eval(let_prompt)[self.letter_ids])
-                n_prompt = len(let_prompt)
-        opt_p = softmax(option / max(1e-3, s.option_temperature))
-        both = np.sqrt(letter * opt_p)
-        chosen = {"option": opt_p, "letter": letter, "combined": both / both.sum()}[scorer]
-        let = {L: float(p) for L, p in zip(LETTERS, letter)}
-        opt = {L: float(p) for L, p in zip(LETTERS, opt_p)}
-        probs = {L: float(p) for L, p in zip(LETTERS, chosen)}
-        return Scores(probs, let if scorer != "option" else {}, opt if scorer != "letter" else {},
-                      n_prompt, time.perf_counter() - t0)
-
-
-ANSWERERS: dict[str, type] = {}  # optional backends (remote, vllm), registered if their module imports
-
-
-def make_answerer(settings: Settings) -> Answerer:
-    if settings.answerer != "llama-cpp":
-        from .backends import optional_backend
-
-        return optional_backend("answerer", settings.answerer, ANSWERERS)(settings)
-    from .models import shipped_gguf
-
-    return LlamaCppAnswerer(str(shipped_gguf()), settings)
+def answer(q: Question, retrieved: list[Candidate], reranked: list[Candidate], timings: dict[str, float],
+           answerer: Answerer, settings: Settings, evidence: Callable[[list[Candidate], int], list[Candidate]]
+           ) -> Answer:
+    """The answer from the retrieval and reranking stages' candidates (``evidence(reranked, k)`` picks the chunks)."""
+    s = settings
+    chosen = evidence(reranked, s.top_k_answer)
+    scores = answerer.score(q, chosen, scorer=s.scorer)  # this pipeline's scorer, not the models'
+    timings["answer"] = scores.seconds
+    details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
+               "retrieved": retrieved, "retried": False}
+    probs = scores.probabilities
+    if s.retry_below and max(probs.values()) < s.retry_below and len(reranked) > s.top_k_answer:
+        wider = evidence(reranked, s.retry_top_k)
+        again = answerer.score(q, wider, scorer=s.scorer)
+        timings["answer_retry"] = again.seconds
+        details["retried"] = True
+        if max(again.probabilities.values()) > max(probs.values()):
+            probs, chosen = again.probabilities, wider
+    letter = max(probs, key=probs.get)
+    top = reranked[0]
+    return Answer(letter, probs, top.chunk.doc_name, top.chunk.doc_hash, evidence_page(top, q, letter),
+                  reranked, chosen, timings, details)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from .types import Chunk, Document
+from .types import Chunk, Document, chunk_id
 
 _SPACE = re.compile(r"\S+")
 _MD_NOISE = re.compile(r"[*_`#|>]+|<sup>|</sup>")
@@ -134,5 +134,5 @@ def chunk_document(doc: Document, count: TokenCounter, *, chunk_tokens: int = 51
             else:
                 spans.append((p.page, p.start, p.end))
         body = "\n".join(pages[pg].markdown[s:e] for pg, s, e in spans)
-        chunks.append(Chunk(f"{doc.doc_hash}:{i}", doc.doc_hash, doc.name, i, g[0].heading, body, prefix, spans))
+        chunks.append(Chunk(chunk_id(doc.doc_hash, i), doc.doc_hash, doc.name, i, g[0].heading, body, prefix, spans))
     return chunks

@@ -25,6 +25,7 @@ from pathlib import Path
 import pymupdf
 import pymupdf4llm
 
+from .errors import IngestError
 from .types import Document, Page
 
 pymupdf4llm.use_layout(False)  # fast mode: ~10x faster than the layout model
@@ -44,8 +45,9 @@ _NO_TESSERACT = "install tesseract-ocr and tesseract-ocr-ukr, or set TESSDATA_PR
 log = logging.getLogger(__name__)
 
 
-class IngestError(ValueError):
-    """A PDF that cannot be read; the message is meant for the user."""
+def list_pdfs(folder: Path | str) -> list[Path]:
+    """The PDFs directly in ``folder`` (by extension, any case), sorted by name."""
+    return sorted(p for p in Path(folder).iterdir() if p.suffix.lower() == ".pdf")
 
 
 def file_hash(data: bytes) -> str:

@@ -1,31 +1,35 @@
-"""Prompts for the GPU and remote backends, built as text and checked on a real tokenizer.
+"""Every prompt the models see, built as text; nothing here calls a model.
 
-Nothing here calls a model: the vLLM and HTTP backends send what these
-functions return, so tests can check every prompt on the Qwen vocabulary
-(``pipeline.vocab``) on a CPU.
+All backends build their prompts here, so tests can check every prompt on
+the Qwen vocabulary (``pipeline.backends.vocab``) on a CPU.
 
-* Qwen3-Embedding: a query is ``Instruct: {task}\\nQuery:{text}``, a passage is
+* Answerer (all backends): the passages with their ranks and the question
+  (:func:`shared_prompt`), then either ``Відповідь:`` and each option's own
+  tokens (the option scorer, llama.cpp) or the lettered options and one letter
+  (:func:`letter_tail`); with Qwen3's empty thinking block when
+  ``settings.think_block`` (what its chat template renders for
+  ``enable_thinking=False``). Passages are cut to their best-matching lines
+  (:func:`fit_lines`) and then, lowest rank first, until the prompt fits the
+  context (:func:`fit_to_context`). :func:`letter_token_ids` checks that
+  " A" … " F" are one token each.
+* Qwen3-Embedding: a query is ``Instruct: {task}\nQuery:{text}``, a passage is
   the bare text (the model card's format; ``settings.embed_query_prefix``).
 * Qwen3-Reranker: the model card's chat prompt (system "Judge whether the
   Document meets …", ``<Instruct>: … <Query>: … <Document>: …``, an empty
   ``<think>`` block) around an option-aware query (the question and all six
   options) and the chunk as the document. Without this template its scores
   are close to random.
-* Answerer: the CPU answerer's prompt (``pipeline.answer``: passages, question,
-  lettered options, "Відповідь:"), with Qwen3's empty thinking block when
-  ``settings.think_block`` (what its chat template renders for
-  ``enable_thinking=False``); one next token, restricted to " A" … " F".
 """
 from __future__ import annotations
 
-from typing import Callable
+import re
+from typing import Callable, TypeVar
 
 import numpy as np
 
-from .answer import LETTERS, fit_lines, letter_tail, passage_text, shared_prompt
 from .settings import Settings
 from .text import normalize
-from .types import Candidate, Question
+from .types import LETTERS, Candidate, Question
 
 Count = Callable[[str], int]
 
@@ -38,6 +42,86 @@ RERANK_PREFIX = ("<|im_start|>system\nJudge whether the Document meets the requi
                  "<|im_start|>user\n")
 RERANK_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 RERANK_LABELS = ("no", "yes")  # vLLM: hf_overrides classifier_from_token
+
+
+T = TypeVar("T")
+
+
+# ---- answering: the shared prefix and the two tails ------------------------------
+SYSTEM = (
+    "Ти уважно читаєш фрагменти документів і відповідаєш на запитання за ними. "
+    "Фрагменти пронумеровано за релевантністю: що менший номер, то тісніше фрагмент пов'язаний із запитанням. "
+    "Спирайся на те, що прямо сказано в тексті. Якщо фрагменти розходяться, віддай перевагу "
+    "прямому й конкретному формулюванню перед загальним."
+)
+
+_EMPH = re.compile(r"\*\*|(?<!\w)_|_(?!\w)|<sup>|</sup>")
+
+
+def passage_text(c: Candidate) -> str:
+    title = c.chunk.prefix[:120].rsplit(" ", 1)[0] if c.chunk.prefix else ""
+    head = " — ".join(x for x in (title, c.chunk.heading) if x)
+    body = re.sub(r"[ \t]+", " ", _EMPH.sub("", c.chunk.body)).strip()
+    return f"{head}\n{body}" if head else body
+
+
+def shared_prompt(q: Question, passages: list[str]) -> str:
+    """System + passages + question: the part both scorers share (evaluated once)."""
+    parts = ["Фрагменти документів:\n"]
+    for i, p in enumerate(passages, 1):
+        parts.append(f"[Фрагмент {i}]\n{p}\n")
+    parts.append(f"Запитання: {q.text.strip()}")
+    return f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n" + "\n".join(parts)
+
+
+OPTION_TAIL = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
+
+
+def letter_tail(q: Question) -> str:
+    opts = "\n".join(f"{LETTERS[i]}. {o.strip()}" for i, o in enumerate(q.options))
+    return (f"\n\nВаріанти відповіді:\n{opts}\n\nОбери один правильний варіант і відповідай лише його літерою."
+            f"<|im_end|>\n<|im_start|>assistant\nВідповідь:")
+
+
+def fit_lines(text: str, budget: int, terms: set[str], count) -> str:
+    """The run of whole lines within ``budget`` tokens (``count`` counts them) that shares most words
+    with the question and options; the first line (title or heading) is kept when it is short."""
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    sizes = [count(ln) + 1 for ln in lines]
+    if budget <= 0 or sum(sizes) <= budget:
+        return text
+    hits = [len(terms & set(normalize(ln, "prefix6"))) for ln in lines]
+    best, best_hits, j, used, got = (0, 0), -1, 0, 0, 0
+    for i in range(len(lines)):  # sliding window [j, i]
+        used += sizes[i]
+        got += hits[i]
+        while used > budget and j < i:
+            used -= sizes[j]
+            got -= hits[j]
+            j += 1
+        if got > best_hits:
+            best, best_hits = (j, i), got
+    head = lines[0] if best[0] > 0 and sizes[0] < budget // 8 else None
+    body = lines[best[0]: best[1] + 1]
+    return "\n".join(([head, "…"] if head else []) + body)
+
+
+def fit_to_context(passages: list[str], render: Callable[[list[str]], T], size: Callable[[T], int],
+                   budget: int) -> T:
+    """``render(passages)``, the passages cut from the lowest rank's end until its ``size`` is within ``budget``."""
+    while True:
+        out = render(passages)
+        n = size(out)
+        if n <= budget or not any(passages):
+            return out
+        i = max(k for k, p in enumerate(passages) if p)
+        cut = max(0, len(passages[i]) - max(200, 3 * (n - budget)))
+        passages = passages[:i] + [passages[i][:cut]] + passages[i + 1:]
+
+
+def question_terms(q: Question) -> set[str]:
+    """The question's and options' words, as :func:`fit_lines` matches them."""
+    return set(normalize(" ".join([q.text, *q.options]), "prefix6"))
 
 
 # ---- embedding -------------------------------------------------------------
@@ -86,19 +170,11 @@ def with_think_block(prompt: str) -> str:
 def letter_prompt(q: Question, evidence: list[Candidate], settings: Settings, count: Count,
                   reserve: int = 8) -> str:
     """Passages + question + lettered options, cut from the lowest rank's end to fit ``settings.n_ctx``."""
-    terms = set(normalize(" ".join([q.text, *q.options]), "prefix6"))
+    terms = question_terms(q)
     passages = [fit_lines(passage_text(c), settings.passage_tokens, terms, count) for c in evidence]
     tail = letter_tail(q)
     finish = with_think_block if settings.think_block else (lambda p: p)
-    budget = settings.n_ctx - reserve
-    while True:
-        prompt = finish(shared_prompt(q, passages) + tail)
-        n = count(prompt)
-        if n <= budget or not any(passages):
-            return prompt
-        i = max(k for k, p in enumerate(passages) if p)
-        cut = max(0, len(passages[i]) - max(200, 3 * (n - budget)))
-        passages = passages[:i] + [passages[i][:cut]] + passages[i + 1:]
+    return fit_to_context(passages, lambda ps: finish(shared_prompt(q, ps) + tail), count, settings.n_ctx - reserve)
 
 
 def letter_texts() -> list[str]:

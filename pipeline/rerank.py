@@ -1,35 +1,35 @@
-"""Stage 5 — option-aware reranking: score (question, six options, chunk).
+"""Stage 5 — option-aware reranking: score (question, six options, chunk), then reorder.
 
-No multilingual cross-encoder ships in any package, so the CPU reranker is
-built from what is installed and measured: for each candidate, the evidence
-for the best-supported option, dense (question + option against the chunk)
-and lexical (BM25 of the option's own words), fused with the retrieval score.
-A GPU profile plugs a cross-encoder in behind the same interface.
+No multilingual cross-encoder ships in any package, so the CPU reranker
+(``options``) is built from the index and the embedder: for each candidate,
+the evidence for the best-supported option, dense (question + option against
+the chunk) and lexical (BM25 of the option's own words), fused with the
+retrieval score. A GPU or remote profile plugs a cross-encoder model in behind
+the same ``Reranker`` interface (``pipeline.backends``); ``none`` keeps the
+retrieval order.
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
-from .embedders import Embedder
-from .index import Library
+from .backends.base import Embedder, Reranker
+from .index.lexical import LexicalIndex
+from .index.vectors import VectorIndex
 from .retrieval import zscores
 from .settings import Settings
 from .types import Candidate, Question
 
 
-class Reranker(ABC):
-    @abstractmethod
-    def score(self, q: Question, candidates: list[Candidate]) -> list[float]: ...
+def apply_scores(candidates: list[Candidate], scores: list[float]) -> list[Candidate]:
+    """Candidates with their ``rerank`` score, best first, ranks renumbered."""
+    for c, s in zip(candidates, scores):
+        c.scores["rerank"] = float(s)
+    out = sorted(candidates, key=lambda c: c.scores["rerank"], reverse=True)
+    for r, c in enumerate(out, 1):
+        c.rank = r
+    return out
 
-    def rerank(self, q: Question, candidates: list[Candidate]) -> list[Candidate]:
-        if not candidates:
-            return []
-        for c, s in zip(candidates, self.score(q, candidates)):
-            c.scores["rerank"] = float(s)
-        out = sorted(candidates, key=lambda c: c.scores["rerank"], reverse=True)
-        for r, c in enumerate(out, 1):
-            c.rank = r
-        return out
+
+def rerank(reranker: Reranker, q: Question, candidates: list[Candidate]) -> list[Candidate]:
+    return apply_scores(candidates, reranker.score(q, candidates)) if candidates else []
 
 
 class NoReranker(Reranker):
@@ -38,18 +38,18 @@ class NoReranker(Reranker):
 
 
 class OptionEvidenceReranker(Reranker):
-    def __init__(self, library: Library, embedder: Embedder, settings: Settings):
-        self.library, self.embedder, self.settings = library, embedder, settings
+    def __init__(self, dense: VectorIndex, lexical: LexicalIndex, embedder: Embedder, settings: Settings):
+        self.dense, self.lexical, self.embedder, self.settings = dense, lexical, embedder, settings
 
     def score(self, q: Question, candidates: list[Candidate]) -> list[float]:
         ids = [c.chunk.chunk_id for c in candidates]
         opts = [o for o in q.options if o.strip()]
         if not opts:
             return [c.scores["fused"] for c in candidates]
-        qv = self.embedder.embed_queries([f"{q.text}\n{o}" for o in opts])  # (n_opt, d)
-        sims = self.library.embeddings(ids) @ qv.T  # (n_cand, n_opt)
+        qv = self.embedder.embed_queries(option_queries(q))  # (n_opt, d)
+        sims = self.dense.embeddings(ids) @ qv.T  # (n_cand, n_opt)
         dense_opt = dict(zip(ids, sims.max(axis=1).tolist()))
-        lex = [self.library.lexical_scores(o) for o in opts]
+        lex = [self.lexical.scores(o) for o in opts]
         lex_opt = {i: max(l.get(i, 0.0) for l in lex) for i in ids}
         fz = zscores({c.chunk.chunk_id: c.scores["fused"] for c in candidates})
         dz, lz = zscores(dense_opt), zscores(lex_opt)
@@ -63,14 +63,15 @@ class OptionEvidenceReranker(Reranker):
         return out
 
 
-RERANKERS: dict[str, type] = {}  # optional backends (remote, vllm), registered if their module imports
+def option_queries(q: Question) -> list[str]:
+    """The query texts the ``options`` reranker embeds for a question."""
+    return [f"{q.text}\n{o}" for o in q.options if o.strip()]
 
 
-def make_reranker(settings: Settings, library: Library, embedder: Embedder) -> Reranker:
+def make_reranker(settings: Settings, library, embedder, model: Reranker | None) -> Reranker:
+    """The profile's reranker over ``library``'s indexes: ``options``, ``none``, or the loaded ``model``."""
     if settings.reranker == "none":
         return NoReranker()
-    if settings.reranker != "options":
-        from .backends import optional_backend
-
-        return optional_backend("reranker", settings.reranker, RERANKERS)(settings)
-    return OptionEvidenceReranker(library, embedder, settings)
+    if settings.reranker == "options":
+        return OptionEvidenceReranker(library.vectors, library.lexical, embedder, settings)
+    return model

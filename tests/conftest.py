@@ -8,7 +8,7 @@ os.environ.setdefault("PDFQA_MODEL_DIR", str(Path.home() / ".cache" / "pdfqa"))
 
 @pytest.fixture(scope="session")
 def embedder():
-    from pipeline.embedders import E5Embedder
+    from pipeline.backends.e5 import E5Embedder
 
     return E5Embedder()
 
@@ -23,7 +23,7 @@ def counter(embedder):
 @pytest.fixture(scope="session")
 def models(embedder):
     """The real embedder and answer model, loaded once for the session."""
-    from pipeline.qa import Models
+    from pipeline.backends.registry import Models
     from pipeline.settings import load_settings
 
     m = Models(load_settings(), embedder=embedder)

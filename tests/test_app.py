@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.evaluation import metric as M
 from webapp import runs as R
 from webapp.blocks import BlockError, parse_block
 from webapp.sessions import SessionStore, new_session_id, valid_session_id
@@ -107,7 +108,7 @@ TRACES = [
 
 
 def test_error_kinds():
-    kinds = {t["Question_ID"]: R.error_kinds(t) for t in TRACES}
+    kinds = {t["Question_ID"]: M.error_kinds(t) for t in TRACES}
     assert kinds == {"1": [], "2": ["wrong answer"], "3": ["wrong document"], "4": ["wrong page"],
                      "5": ["wrong answer", "wrong page"], "6": ["failed", "wrong answer", "wrong document"],
                      "7": []}
@@ -121,13 +122,13 @@ def test_error_kinds():
     ("failed", ["6"]),
 ])
 def test_filter_by_kind_of_error(kind, ids):
-    assert [t["Question_ID"] for t in R.filter_traces(TRACES, kind)] == ids
+    assert [t["Question_ID"] for t in M.filter_traces(TRACES, kind)] == ids
 
 
 def test_filter_rejects_unknown_kind_and_counts():
     with pytest.raises(ValueError):
-        R.filter_traces(TRACES, "wrong colour")
-    assert R.kind_counts(TRACES) == {"all": 7, "wrong answer": 3, "wrong document": 2, "wrong page": 2, "failed": 1}
+        M.filter_traces(TRACES, "wrong colour")
+    assert M.kind_counts(TRACES) == {"all": 7, "wrong answer": 3, "wrong document": 2, "wrong page": 2, "failed": 1}
 
 
 def test_question_rows_are_plain_values():
@@ -148,7 +149,7 @@ def test_compare_runs_deltas_and_flips_both_ways():
             {"score": 0.5, "answer_accuracy": 0.5, "doc_accuracy": 1.0, "page_proximity": 1.0})
     b = run("b", [rec("1", answer="C"), rec("2"), rec("3"), rec("4", answer="F"), rec("9")],
             {"score": 0.6, "answer_accuracy": 0.75, "doc_accuracy": 1.0, "page_proximity": 0.9})
-    c = R.compare_runs(a, b)
+    c = M.compare_runs(a, b)
     deltas = {d["metric"]: d["B − A"] for d in c["deltas"]}
     assert deltas["score"] == pytest.approx(0.1) and deltas["answer_accuracy"] == pytest.approx(0.25)
     assert deltas["doc_accuracy"] == 0 and deltas["page_proximity"] == pytest.approx(-0.1)
@@ -160,13 +161,13 @@ def test_compare_runs_deltas_and_flips_both_ways():
 def test_compare_runs_without_gold_lists_changed_answers():
     a = run("a", [rec("1", gold=None), rec("2", gold=None)], {"n_questions": 2})
     b = run("b", [rec("1", answer="B", gold=None), rec("2", gold=None)], {"n_questions": 2})
-    c = R.compare_runs(a, b)
+    c = M.compare_runs(a, b)
     assert [(f["Question_ID"], f["change"]) for f in c["flips"]] == [("1", "changed")]
     assert all(d["B − A"] is None for d in c["deltas"])
 
 
 def test_runs_saved_listed_and_loaded(tmp_path):
-    from pipeline.evaluate import write_outputs
+    from pipeline.evaluation.run import write_outputs
     from pipeline.types import Question
 
     for name in ("old", "new"):
@@ -330,7 +331,7 @@ def test_failed_questions_summary_names_the_cause_escaped():
 
 def test_the_app_builds_with_its_limits_shown(tmp_path):
     """The whole Blocks app is assembled (no model is loaded: Models are lazy); the upload box states the limit."""
-    from pipeline.qa import Models
+    from pipeline.backends.registry import Models
     from pipeline.settings import load_settings
     from webapp.ui import build_app
 

@@ -34,7 +34,7 @@ CHILD = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from pipeline.embedders import E5Embedder
+    from pipeline.backends.e5 import E5Embedder
     from pipeline.index import Library
     from pipeline.settings import load_settings
     log = open({log!r}, "a", buffering=1)
@@ -47,8 +47,8 @@ CHILD = textwrap.dedent("""
         os.kill(os.getpid(), signal.SIGKILL)
 
     if kill_at == "after-vectors":  # the worst moments, hit exactly: vectors stored, rows not yet committed
-        upsert = lib._col.upsert
-        lib._col.upsert = lambda **kw: (upsert(**kw), die(kill_at))
+        upsert = lib.vectors._col.upsert
+        lib.vectors._col.upsert = lambda **kw: (upsert(**kw), die(kill_at))
     elif kill_at == "mid-transaction":  # pages and chunks written, the transaction not committed
 
         class Db:
@@ -66,7 +66,7 @@ CHILD = textwrap.dedent("""
                     die(kill_at)
                 return out
 
-        lib._db = Db(lib._db)
+        lib.store.db = Db(lib.store.db)
     for path in sorted(Path({pdfs!r}).glob("*.pdf")):
         log.write(f"start {{path.name}}\\n")
         info = lib.add(path.read_bytes(), path.name, progress=lambda stage, f: log.write(f"stage {{stage}}\\n"))
@@ -91,8 +91,8 @@ def check_consistent(root: Path, embedder) -> dict:
     try:
         docs = lib.documents()
         listed = {d.doc_hash for d in docs}
-        db = lib._db
-        stored = lib._col.get(include=["metadatas"])
+        db = lib.store.db
+        stored = lib.vectors._col.get(include=["metadatas"])
         vec_per_doc = Counter(m["doc_hash"] for m in stored["metadatas"])
         assert set(vec_per_doc) <= listed, "vectors of an unlisted document survived"
         assert db.execute("SELECT COUNT(*) FROM chunks WHERE doc_hash NOT IN (SELECT doc_hash FROM documents)"
@@ -107,7 +107,7 @@ def check_consistent(root: Path, embedder) -> dict:
             assert vec_per_doc[d.doc_hash] == d.n_chunks, (d.name, vec_per_doc[d.doc_hash], d.n_chunks)
             assert lib.pdf_path(d.doc_hash).read_bytes()[:4] == b"%PDF"
             assert len(lib.chunks_of(d.doc_hash)) == d.n_chunks
-        files = lib._files
+        files = lib.store._files
         leftovers = [f.name for f in files.iterdir()] if files.exists() else []
         assert sorted(leftovers) == sorted(f"{h}.pdf" for h in listed), leftovers
         if docs:  # search sees exactly the listed chunks

@@ -3,7 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import QuestionsError, metrics, page_proximity, read_questions
+from pipeline.errors import QuestionsError
+from pipeline.evaluation.metric import metrics, page_proximity
+from pipeline.evaluation.questions import read_questions
 from pipeline.settings import load_settings
 
 HEADER = "Question_ID,Domain,N_Pages,Question,A,B,C,D,E,F,Correct_Answer,Doc_ID,Page_Num\n"

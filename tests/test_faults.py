@@ -14,10 +14,12 @@ from contextlib import contextmanager
 
 import pytest
 
+from pipeline.backends.registry import Models
+from pipeline.errors import BackendError
 from pipeline import qa
-from pipeline.evaluate import evaluate, main
-from pipeline.qa import Models, Pipeline
-from pipeline.remote import BackendError
+from pipeline.evaluation.cli import main
+from pipeline.evaluation.run import evaluate
+from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 from pipeline.types import Question
 from serving import JsonHandler, free_port, serve

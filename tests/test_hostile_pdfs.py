@@ -74,7 +74,7 @@ def test_the_same_file_twice_is_stored_once(batch):
     first, again = indexed["good.pdf"], indexed["good-again.pdf"]
     assert again.duplicate and again.doc_hash == first.doc_hash and again.name == "good.pdf"
     assert len(lib.chunks_of(first.doc_hash)) == first.n_chunks
-    assert lib._col.count() == lib.n_chunks() == sum(d.n_chunks for d in lib.documents())
+    assert lib.vectors._col.count() == lib.n_chunks() == sum(d.n_chunks for d in lib.documents())
 
 
 def test_scanned_text_is_searchable_and_highlightable(batch):

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.evaluate import index_folder
+from pipeline.evaluation.run import index_folder
 from pipeline.index import Library
 from pipeline.ingest import IngestError
-from pipeline.qa import Models, Pipeline
+from pipeline.backends.registry import Models
+from pipeline.qa import Pipeline
 from pipeline.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
@@ -21,7 +22,7 @@ Q = Question("q1", "Як часто слід мити резервуар для 
 
 
 def top(lib, embedder, settings):
-    return [(c.chunk.chunk_id, round(c.scores["fused"], 5)) for c in Retriever(lib, embedder, settings).search(Q, k=5)]
+    return [(c.chunk.chunk_id, round(c.scores["fused"], 5)) for c in Retriever.for_library(lib, embedder, settings).search(Q, k=5)]
 
 
 def test_reopened_in_a_new_process_gives_same_results_without_reembedding(tmp_path, embedder, manual_pdf, other_pdf):
@@ -34,7 +35,7 @@ def test_reopened_in_a_new_process_gives_same_results_without_reembedding(tmp_pa
     script = textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(ROOT)!r})
-        from pipeline.embedders import E5Embedder
+        from pipeline.backends.e5 import E5Embedder
         from pipeline.index import Library
         from pipeline.retrieval import Retriever
         from pipeline.settings import load_settings
@@ -48,7 +49,7 @@ def test_reopened_in_a_new_process_gives_same_results_without_reembedding(tmp_pa
         e = Counting()
         lib = Library({str(tmp_path)!r}, e, s)
         q = Question("q1", {Q.text!r}, {Q.options!r})
-        got = [(c.chunk.chunk_id, round(c.scores["fused"], 5)) for c in Retriever(lib, e, s).search(q, k=5)]
+        got = [(c.chunk.chunk_id, round(c.scores["fused"], 5)) for c in Retriever.for_library(lib, e, s).search(q, k=5)]
         print(json.dumps({{"top": got, "passages_embedded": sum(calls), "docs": len(lib.documents())}}))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
@@ -69,12 +70,12 @@ def test_duplicate_remove_and_orphan_sweep(tmp_path, embedder, manual_pdf, other
     lib.add(other_pdf, "other.pdf")
     assert lib.remove(first.doc_hash)
     assert [d.name for d in lib.documents()] == ["other.pdf"]
-    assert lib._col.count() == lib.n_chunks() < n + lib.n_chunks()
+    assert lib.vectors._col.count() == lib.n_chunks() < n + lib.n_chunks()
     assert not lib.pdf_path(first.doc_hash).exists()
     # vectors whose document was never listed (a crash between the two writes) vanish on open
-    lib._col.upsert(ids=["ghost:0"], embeddings=[[0.1] * 384], metadatas=[{"doc_hash": "ghost", "idx": 0}])
+    lib.vectors._col.upsert(ids=["ghost:0"], embeddings=[[0.1] * 384], metadatas=[{"doc_hash": "ghost", "idx": 0}])
     lib2 = Library(tmp_path, embedder, s)
-    assert "ghost:0" not in lib2._col.get()["ids"]
+    assert "ghost:0" not in lib2.vectors._col.get()["ids"]
 
 
 def test_other_chunking_settings_are_refused_on_an_existing_library(tmp_path, embedder):
@@ -94,7 +95,7 @@ def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, embedder, pdfgen
     s = load_settings()
     pipe = Pipeline(s, root=tmp_path / "lib", models=Models(s, embedder=embedder))  # indexing only: no answer model
     said = []
-    report = index_folder(pipe, folder.iterdir(), say=said.append)
+    report = index_folder(pipe.indexer, folder.iterdir(), say=said.append)
     assert report["indexed"] == ["a_good.pdf", "d_scanned.pdf"]  # the scan is read by OCR
     failed = report["failed"]
     assert "damaged" in failed["b_corrupt.pdf"]
@@ -106,7 +107,7 @@ def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, embedder, pdfgen
 
 # ---- limits: each refusal names its setting, and nothing of the refused file is stored -----------
 def _nothing_stored(lib: Library, n_docs: int = 0) -> None:
-    assert len(lib.documents()) == n_docs and lib._col.count() == lib.n_chunks()
+    assert len(lib.documents()) == n_docs and lib.vectors._col.count() == lib.n_chunks()
     stored = sorted(p.name for p in (lib.root / "files").glob("*"))
     assert stored == sorted(f"{d.doc_hash}.pdf" for d in lib.documents())
 

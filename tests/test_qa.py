@@ -2,6 +2,7 @@
 import pymupdf
 import pytest
 
+from pipeline.errors import EmptyLibrary
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 from pipeline.types import Question
@@ -46,5 +47,5 @@ def test_answers_with_document_and_page(pipe, manual_pdf, q, letter, phrase):
 
 
 def test_empty_library_says_so(tmp_path, models):
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(EmptyLibrary, match="empty"):
         Pipeline(load_settings(), root=tmp_path, models=models).ask(CASES[0][0])

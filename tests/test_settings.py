@@ -1,6 +1,6 @@
 import pytest
 
-from pipeline.settings import PROFILES, load_settings
+from pipeline.settings import PROFILES, load_settings, parse_overrides
 
 
 def test_cpu_is_the_default_profile():
@@ -27,3 +27,28 @@ def test_fingerprint_follows_chunking_not_retrieval():
     a, b = load_settings(), load_settings(retrieval="bm25")
     assert a.fingerprint() == b.fingerprint()
     assert a.fingerprint() != load_settings(use_prefix=False).fingerprint()
+
+
+def test_one_view_per_model_role():
+    s = load_settings("remote")
+    assert s.role("embed") == ("remote", s.embed_model, "http://127.0.0.1:8001/v1", s.embed_gpu_memory, s.embed_max_len)
+    assert s.role("answer").max_len == s.n_ctx and s.role("rerank").url == s.rerank_url
+    with pytest.raises(ValueError, match="unknown role"):
+        s.role("judge")
+
+
+def test_web_app_settings_come_from_their_environment_names(monkeypatch):
+    monkeypatch.setenv("PDFQA_SHARED_LIBRARY", "1")
+    monkeypatch.setenv("PDFQA_MODEL_CONCURRENCY", "2")
+    monkeypatch.setenv("PDFQA_SESSION_DAYS", "0.5")
+    monkeypatch.setenv("PDFQA_MAX_PAGE_SESSIONS", "10")
+    s = load_settings()
+    assert (s.shared_library, s.model_concurrency, s.session_days, s.max_page_sessions) == (True, 2, 0.5, 10)
+    assert (s.max_sessions, load_settings(shared_library=False).shared_library) == (200, False)
+
+
+def test_set_pairs_are_parsed_once_for_every_command():
+    assert parse_overrides(["top_k_answer=3", "query_instruction=a=b"]) == {"top_k_answer": "3",
+                                                                             "query_instruction": "a=b"}
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        parse_overrides(["top_k_answer"])

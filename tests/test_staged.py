@@ -7,7 +7,8 @@ import json
 import subprocess
 import sys
 
-from pipeline.evaluate import evaluate, read_questions
+from pipeline.evaluation.questions import read_questions
+from pipeline.evaluation.run import evaluate
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 from serving import ROOT
@@ -38,7 +39,7 @@ def test_staged_run_matches_one_process_and_reports_each_stage(tmp_path, models,
     questions, _ = read_questions(qcsv.read_bytes())
     ref, ref_traces = evaluate(pipe, questions)
     # without a GPU the check refuses to run...
-    base = [sys.executable, "-m", "pipeline.gpu_check", "--profile", "cpu", "--pdfs", str(pdfs), "--questions",
+    base = [sys.executable, "-m", "pipeline.gpu.check", "--profile", "cpu", "--pdfs", str(pdfs), "--questions",
             str(qcsv), *[x for k, v in small.items() for x in ("--set", f"{k}={v}")]]
     out = subprocess.run(base + ["--out", str(tmp_path / "x")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 2 and "needs a GPU host" in out.stderr

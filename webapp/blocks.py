@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-LETTERS = "ABCDEF"
+from pipeline.types import LETTERS
 
 # Cyrillic letters that look like Latin option letters (upper and lower case)
 LOOKALIKE = {"А": "A", "В": "B", "С": "C", "Е": "E", "а": "A", "в": "B", "с": "C", "е": "E"}
@@ -48,11 +48,6 @@ def _scheme(markers: list[str]) -> dict[str, str]:
     if any(m in UKRAINIAN_ONLY for m in markers):
         return {**{c: c.upper() for c in "ABCDEFabcdef"}, **UKRAINIAN}
     return {**{c: c.upper() for c in "ABCDEFabcdef"}, **LOOKALIKE}
-
-
-def letter_of(marker: str, markers: list[str]) -> str | None:
-    """The Latin option letter a marker stands for, given all the markers of the block."""
-    return _scheme(markers).get(marker)
 
 
 def _from_lines(lines: list[str]) -> tuple[list[str], dict[str, list[str]]] | None:

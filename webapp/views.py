@@ -12,10 +12,9 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from pipeline.answer import LETTERS
+from pipeline.answer import evidence_page
 from pipeline.ingest import safe_name
-from pipeline.qa import evidence_page
-from pipeline.types import Answer, Question
+from pipeline.types import LETTERS, Answer, Question
 
 log = logging.getLogger(__name__)
 
@@ -191,16 +190,6 @@ def metrics_markdown(m: dict, name: str) -> str:
 def metrics_frame(m: dict) -> pd.DataFrame:
     keys = [k for k in ("score", "answer_accuracy", "doc_accuracy", "page_proximity") if k in m]
     return pd.DataFrame({"part": keys, "value": [float(m[k]) for k in keys]})
-
-
-def trace_probs_frame(rec: dict) -> pd.DataFrame:
-    frames = []
-    for key, label in (("option_probs", "option"), ("letter_probs", "letter")):
-        if rec.get(key):
-            frames.append(probs_frame(rec[key], label))
-    if not frames and rec.get("probabilities"):
-        frames.append(probs_frame(rec["probabilities"], "answer"))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"option": [], "probability": [], "scorer": []})
 
 
 TRACE_FIRST = ["Question_ID", "answer", "gold", "doc", "page", "gold_rank", "error", "probabilities", "timings",

@@ -1,8 +1,8 @@
-"""The answer model's scorers, with the real shipped model."""
+"""The llama.cpp answerer's scorers (``pipeline.backends.llama_cpp``), with the real shipped model."""
 import numpy as np
 
-from pipeline.answer import LETTERS, letter_tail, shared_prompt
-from pipeline.types import Candidate, Chunk, Question
+from pipeline.prompts import letter_tail, shared_prompt
+from pipeline.types import LETTERS, Candidate, Chunk, Question
 
 
 def cand(body, rank=1):

@@ -1,6 +1,7 @@
-"""The vLLM backends on a CPU: everything but the GPU call, on the real Qwen vocabulary.
+"""The vLLM engines (``pipeline.backends.vllm_engine``) on a CPU: everything but the GPU call, on the real
+Qwen vocabulary; and the ``vllm serve`` commands (``pipeline.gpu.serve``).
 
-The Qwen2/Qwen3 vocabulary comes from the shipped GGUF (``pipeline.vocab.qwen_vocab``). The three GPU
+The Qwen2/Qwen3 vocabulary comes from the shipped GGUF (``pipeline.backends.vocab.qwen_vocab``). The three GPU
 calls (``run_embed``, ``run_classify``, ``run_letter_logprobs``) are replaced by the same computation
 on CPU models that exist here: the letter log-probabilities and the reranker's p(yes) by llama.cpp
 running the shipped Qwen2.5-1.5B on exactly the tokens the vLLM backend would send, the embeddings by
@@ -9,15 +10,14 @@ e5. Those stand-ins are real models, not canned numbers; vLLM itself is not run 
 import numpy as np
 import pytest
 
-from pipeline import vllm_backend
-from pipeline.answer import LETTERS, passage_text
-from pipeline.embedders import make_embedder
-from pipeline.prompts import (EMPTY_THINK, RERANK_LABELS, letter_prompt, letter_token_ids, rerank_document,
-                              rerank_prompt, rerank_query, with_think_block)
+from pipeline.backends import vllm_engine
+from pipeline.backends.registry import Models
+from pipeline.backends.vllm_engine import STAGES, VllmAnswerer, VllmEmbedder, VllmReranker, engine_args
+from pipeline.backends.vocab import qwen_vocab
+from pipeline.prompts import (EMPTY_THINK, RERANK_LABELS, letter_prompt, letter_token_ids, passage_text,
+                              rerank_document, rerank_prompt, rerank_query, with_think_block)
 from pipeline.settings import load_settings
-from pipeline.types import Candidate, Chunk, Question
-from pipeline.vllm_backend import STAGES, VllmAnswerer, VllmEmbedder, VllmReranker, engine_args
-from pipeline.vocab import qwen_vocab
+from pipeline.types import LETTERS, Candidate, Chunk, Question
 
 TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
 Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
@@ -59,8 +59,19 @@ def test_reranker_prompt_is_the_model_cards_and_option_aware(vocab):
     assert toks[:3] == [151644, 8948, 198]  # <|im_start|> is parsed as the special token, not spelled out
     assert toks.count(151644) == 3 and toks.count(151645) == 2  # three turns opened, two closed
     assert vocab.decode(toks).endswith("</think>\n\n") and len(toks) < s.rerank_max_len
-    rr = VllmReranker(s, llm=object(), run=lambda llm, prompts: [0.0] * len(prompts))
+    rr = VllmReranker(s, llm=object(), tokenizer=vocab, run=lambda llm, prompts: [0.0] * len(prompts))
     assert rr.prompts(Q, [c]) == [p]
+
+
+def test_reranker_prompts_are_cut_to_fit_max_model_len(vocab):
+    """One prompt over rerank_max_len would fail the whole batch in vLLM: each document is cut to fit."""
+    s = load_settings("t4x2", rerank_max_len=512)
+    huge = cand("Довгий текст без потрібної відповіді. " * 400, 2)
+    rr = VllmReranker(s, llm=object(), tokenizer=vocab, run=lambda llm, prompts: [0.0] * len(prompts))
+    short, cut = rr.prompts(Q, [cand(TEXT), huge])
+    assert short == rerank_prompt(s.rerank_instruction, rerank_query(Q), rerank_document(cand(TEXT)))
+    assert len(vocab.encode(huge.chunk.body)) > 512 >= len(vocab.encode(cut))
+    assert cut.startswith(short.split("<Document>: ")[0]) and cut.endswith("<think>\n\n</think>\n\n")
 
 
 def test_answer_prompt_turns_thinking_off_and_fits_max_model_len(vocab):
@@ -99,10 +110,10 @@ def test_engine_arguments_for_two_t4s(monkeypatch):
 
 
 def test_without_vllm_the_backend_says_what_to_install():
-    if vllm_backend.vllm is not None:
+    if vllm_engine.vllm is not None:
         pytest.skip("vLLM is installed here")
     with pytest.raises(ImportError, match="pip install -r requirements-gpu.txt"):
-        make_embedder(load_settings("t4x2"))
+        Models(load_settings("t4x2")).embedder
 
 
 # ---- the backends, with the GPU call done by a CPU model -------------------------------------------------
@@ -150,7 +161,7 @@ def test_vllm_answerer_batch(models, vocab):
 
 def test_vllm_reranker_batch(models, vocab):
     s = load_settings("t4x2")
-    rr = VllmReranker(s, llm=models.answerer.llm, run=llama_yes(models.answerer, vocab))
+    rr = VllmReranker(s, llm=models.answerer.llm, tokenizer=vocab, run=llama_yes(models.answerer, vocab))
     off = cand("Бібліотека працює з вівторка по суботу з 10:00 до 19:00.", 2, "Розклад")
     got = rr.score_batch([(Q, [cand(TEXT), off]), (Q2, [cand(TEXT2, 3)])])
     assert [len(g) for g in got] == [2, 1] and all(0.0 < x < 1.0 for g in got for x in g)
@@ -176,7 +187,7 @@ def test_vllm_embedder_prefixes_queries_and_normalises(embedder, vocab):
 
 
 def test_serve_commands_run_the_same_engines_as_the_profile():
-    from pipeline.vllm_backend import PORTS, serve_command
+    from pipeline.gpu.serve import PORTS, serve_command
 
     s = load_settings("t4x2")
     rr = serve_command(s, "rerank")
@@ -185,10 +196,13 @@ def test_serve_commands_run_the_same_engines_as_the_profile():
                                                   '"classifier_from_token": ["no", "yes"], '
                                                   '"is_original_qwen3_reranker": true}')
     ans = serve_command(s, "answer")
-    for flag, value in (("--dtype", "half"), ("--tensor-parallel-size", "2"), ("--gpu-memory-utilization", "0.66"),
+    for flag, value in (("--dtype", "half"), ("--tensor-parallel-size", "2"), ("--gpu-memory-utilization", "0.63"),
                         ("--max-model-len", "8192"), ("--attention-backend", "TRITON_ATTN"), ("--quantization", "awq"),
                         ("--runner", "generate")):
         assert ans[ans.index(flag) + 1] == value
+    # booleans are vLLM's --flag / --no-flag pairs: False is said, not dropped
+    assert "--no-enforce-eager" in ans and "--enforce-eager" not in ans
+    assert "--enforce-eager" in serve_command(load_settings("t4x2", vllm_enforce_eager=True), "answer")
     # the remote profile points at those ports
     r = load_settings("remote")
     assert [r.answer_url, r.embed_url, r.rerank_url] == [f"http://127.0.0.1:{PORTS[st]}/v1"

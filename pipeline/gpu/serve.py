@@ -1,0 +1,54 @@
+"""The ``vllm serve`` commands that run a profile's three engines as OpenAI-compatible servers.
+
+    python -m pipeline.gpu.serve --profile t4x2 [--host 127.0.0.1] [--set key=value]
+
+Each command runs exactly the engine ``pipeline.backends.vllm_engine`` would
+load in-process (the same ``engine_args``), on the remote profile's ports.
+Booleans become vLLM's ``--flag`` / ``--no-flag`` pair (vLLM builds its boolean
+options with ``argparse.BooleanOptionalAction``), so ``False`` is said, not dropped.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+from ..backends.vllm_engine import STAGES, engine_args
+from ..settings import Settings, load_settings, parse_overrides
+
+# the remote profile's ports (PDFQA_ANSWER_URL, PDFQA_EMBED_URL, PDFQA_RERANK_URL default to these on 127.0.0.1)
+PORTS = {"answer": 8000, "embed": 8001, "rerank": 8002}
+
+
+def serve_command(settings: Settings, stage: str, host: str = "0.0.0.0", port: int | None = None) -> list[str]:
+    """The ``vllm serve`` command running exactly this stage's engine as an OpenAI-compatible server."""
+    args = dict(engine_args(settings, stage))
+    cmd = ["vllm", "serve", args.pop("model"), "--host", host, "--port", str(port or PORTS[stage])]
+    for k, v in args.items():
+        flag = k.replace("_", "-")
+        if k == "attention_config":
+            cmd += ["--attention-backend", v["backend"]]
+        elif isinstance(v, bool):
+            cmd += [f"--{flag}" if v else f"--no-{flag}"]
+        else:
+            cmd += [f"--{flag}", json.dumps(v) if isinstance(v, (dict, list)) else str(v)]
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the ``vllm serve`` commands that serve a profile's three engines (for the remote profile)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m pipeline.gpu.serve", description=main.__doc__)
+    ap.add_argument("--profile", default="t4x2")
+    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    a = ap.parse_args(argv)
+    s = load_settings(a.profile, **parse_overrides(a.set))
+    for stage in STAGES:
+        print(shlex.join(serve_command(s, stage, a.host)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The vector index: chunk vectors in the embedded Chroma in the library folder, or on a Chroma server.
+
+Without ``settings.chroma_url`` nothing changes: ``<root>/chroma`` holds an
+embedded ``PersistentClient`` and the collection ``chunks-<fingerprint>``.
+
+With ``settings.chroma_url`` (``PDFQA_CHROMA_URL=http://host:8000``) the
+vectors go to that server (``chromadb.HttpClient``); everything else stays in
+the library folder: ``library.sqlite`` (documents, pages with word boxes, chunk
+text) and ``files/`` (the PDFs). One server holds many libraries (one per web
+session, one per app replica), so a library's collection is named after it:
+``chunks-<fingerprint>-<library id>``, the id made once and kept in the
+library's own SQLite (``DocumentStore.library_id``). Consistency is unchanged: vectors are written first,
+then the SQLite rows in one transaction; on open, vectors of documents never
+listed are swept away, and a library whose listed chunks have lost their
+vectors (a reset or different server) is refused with a clear message rather
+than answered from half an index.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+
+from ..errors import BackendUnavailable, LibraryMismatch
+from ..settings import Settings
+
+
+def http_client(url: str):
+    import chromadb
+
+    u = urlparse(url if "://" in url else f"http://{url}")
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise BackendUnavailable(f"chroma_url must look like http://host:port, not {url!r}")
+    port = u.port or (443 if u.scheme == "https" else 8000)
+    try:
+        client = chromadb.HttpClient(host=u.hostname, port=port, ssl=u.scheme == "https",
+                                     settings=chromadb.Settings(anonymized_telemetry=False))
+        client.heartbeat()
+    except Exception as e:
+        raise BackendUnavailable(f"the Chroma server at {url} cannot be reached: {e}") from None
+    return client
+
+
+class VectorIndex:
+    """One library's chunk vectors (cosine), with the id of their document in each one's metadata."""
+
+    def __init__(self, root: Path, settings: Settings, library_id, n_listed: int):
+        """``library_id()`` names the collection on a server; ``n_listed`` chunks must have their vectors here."""
+        import chromadb
+
+        fp = settings.fingerprint()
+        if settings.chroma_url:
+            client, name, where = http_client(settings.chroma_url), f"chunks-{fp}-{library_id()}", settings.chroma_url
+            self._path = None  # a server's client is shared by every library: nothing to release on close
+        else:
+            client = chromadb.PersistentClient(path=str(root / "chroma"),
+                                               settings=chromadb.Settings(anonymized_telemetry=False))
+            name, where = f"chunks-{fp}", str(root / "chroma")
+            self._path = where
+        self._col = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
+        if self._col.count() < n_listed:
+            raise LibraryMismatch(
+                f"the library at {root} lists {n_listed} chunks but the vector store at {where} holds "
+                f"{self._col.count()} of its vectors (collection {name!r}): point PDFQA_CHROMA_URL at the store "
+                f"that holds them, or use a new data directory and index again")
+
+    def add(self, ids: list[str], vectors: np.ndarray, doc_hash: str, indices: list[int]) -> None:
+        self._col.upsert(ids=ids, embeddings=vectors.tolist(),
+                         metadatas=[{"doc_hash": doc_hash, "idx": i} for i in indices])
+
+    def remove_document(self, doc_hash: str) -> None:
+        self._col.delete(where={"doc_hash": doc_hash})
+
+    def sweep(self, listed: set[str]) -> None:
+        """Remove the vectors of documents that are not listed (a crash between vectors and rows)."""
+        stored = self._col.get(include=["metadatas"])
+        orphans = [i for i, m in zip(stored["ids"], stored["metadatas"]) if m.get("doc_hash") not in listed]
+        if orphans:
+            self._col.delete(ids=orphans)
+
+    def embeddings(self, ids: list[str]) -> np.ndarray:
+        got = self._col.get(ids=ids, include=["embeddings"])
+        by_id = dict(zip(got["ids"], got["embeddings"]))
+        return np.asarray([by_id[i] for i in ids], dtype=np.float32)
+
+    def search(self, qvec: np.ndarray, k: int) -> dict[str, float]:
+        """The ``k`` nearest chunks' cosine similarity to ``qvec``."""
+        n = self._col.count()
+        if n == 0:
+            return {}
+        r = self._col.query(query_embeddings=[qvec.tolist()], n_results=min(k, n), include=["distances"])
+        return {i: 1.0 - d for i, d in zip(r["ids"][0], r["distances"][0])}
+
+    def close(self) -> None:
+        """Release this library's embedded Chroma system (best effort)."""
+        try:  # chromadb keeps one system per path in a process-wide cache; stop and forget ours
+            from chromadb.api.shared_system_client import SharedSystemClient
+
+            system = SharedSystemClient._identifier_to_system.pop(self._path, None)
+            SharedSystemClient._identifier_to_refcount.pop(self._path, None)
+            if system is not None:
+                system.stop()
+        except Exception:  # a newer chromadb may manage this differently; nothing is lost
+            pass

@@ -1,0 +1,89 @@
+"""What the three tabs share: the app's context, data frames, and turning failures into messages.
+
+A :class:`~pipeline.errors.PdfQaError` is the user's to fix (or a model server's
+failure): one log line, and its message shown. Anything else is a bug: its
+traceback is logged and the user told only that something went wrong.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from pipeline.errors import PdfQaError
+from pipeline.settings import Settings
+from pipeline.types import Question
+
+from .sessions import SessionStore, valid_session_id
+
+log = logging.getLogger("webapp")
+
+SOMETHING_WRONG = "Something went wrong on our side; it is logged. Try again, or reload the page."
+
+
+@dataclass
+class Context:
+    """What every tab's handlers need: the settings, the visitors' libraries, the sample corpus."""
+
+    settings: Settings
+    store: SessionStore
+    sample_dir: Path
+    examples: list[Question] = field(default_factory=list)
+    model_work: dict = field(default_factory=dict)  # event options that put model work in the one queue
+
+
+def df(rows: list[list], columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=columns)
+
+
+def user_error(message: str) -> gr.Error:
+    """A user-facing error; Gradio shows its message as HTML, so it is escaped."""
+    return gr.Error(html.escape(message))
+
+
+def message(e: BaseException, doing: str) -> str:
+    """What to tell the user about ``e``: its own message when expected, else that it is logged."""
+    if isinstance(e, PdfQaError):
+        log.info("%s: %s: %s", doing, type(e).__name__, e)
+        return str(e)
+    log.error("%s failed", doing, exc_info=e)
+    return SOMETHING_WRONG
+
+
+def handled(doing: str):
+    """Decorate a handler: a ``gr.Error`` passes; any other exception becomes one (see :func:`message`)."""
+    def wrap(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def gen(*args, **kwargs):
+                try:
+                    yield from fn(*args, **kwargs)
+                except gr.Error:
+                    raise
+                except Exception as e:
+                    raise user_error(message(e, doing)) from None
+            return gen
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except gr.Error:
+                raise
+            except Exception as e:
+                raise user_error(message(e, doing)) from None
+        return call
+    return wrap
+
+
+def need_sid(sid: str) -> str:
+    if not valid_session_id(sid):
+        raise user_error("This page has no session yet (still loading) or no longer (open a long time while many "
+                         "others came): wait a moment, or reload the page — your library is kept.")
+    return sid

@@ -1,0 +1,112 @@
+"""The Library tab: upload PDFs (or the sample corpus) with live progress, list and remove documents."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+
+from pipeline.errors import IngestError
+from pipeline.ingest import check_size, list_pdfs, safe_name
+
+from . import views as V
+from .common import Context, df, handled, message, need_sid, user_error
+
+
+@dataclass
+class LibraryTab:
+    docs: gr.Dataframe
+    remove_pick: gr.Dropdown
+
+    @property
+    def load_outputs(self) -> list:
+        return [self.docs, self.remove_pick]
+
+
+def library_views(ctx: Context, sid: str):
+    """The documents table and the remove dropdown's choices."""
+    docs = []
+    if ctx.store.exists(sid):
+        with ctx.store.open(sid) as pipe:
+            docs = pipe.library.documents()
+    return df(V.doc_rows(docs), V.DOC_COLUMNS), gr.update(choices=V.doc_choices(docs), value=None)
+
+
+def build(ctx: Context, sid: gr.State) -> LibraryTab:
+    s, store = ctx.settings, ctx.store
+    with gr.Row():
+        upload = gr.File(label=f"Upload PDFs (many at once; up to {s.max_upload_mb:g} MB each)", file_count="multiple",
+                         file_types=[".pdf"], elem_id="upload", scale=3)
+        with gr.Column(scale=1):
+            sample_btn = gr.Button("Load the sample corpus", elem_id="load-sample")
+            gr.Markdown(f"Indexes the PDFs in `{ctx.sample_dir.as_posix()}/`.")
+    status = gr.Dataframe(df([], V.STATUS_COLUMNS), label="Indexing", interactive=False, elem_id="ingest-status",
+                          wrap=True)
+    docs = gr.Dataframe(df([], V.DOC_COLUMNS), label="Indexed documents", interactive=False, elem_id="documents",
+                        wrap=True)
+    with gr.Row():
+        remove_pick = gr.Dropdown(label="Document to remove", choices=[], elem_id="remove-pick", scale=3)
+        remove_btn = gr.Button("Remove", variant="stop", elem_id="remove", scale=1)
+    lib_msg = gr.Markdown(elem_id="library-message")
+
+    def index_files(sid: str, items: list[tuple[str, Path]]):
+        """Index (name, path) pairs one by one, yielding the status table as each moves on."""
+        rows = [[name, "queued", ""] for name, _ in items]
+        no_change = (gr.skip(), gr.skip(), gr.skip())
+        yield df(rows, V.STATUS_COLUMNS), *no_change
+        if not items:
+            return
+        with store.open(sid) as pipe:
+            for i, (name, path) in enumerate(items):
+                try:  # the size is checked before the file is read
+                    check_size(name, path.stat().st_size, s.max_upload_mb)
+                    data = path.read_bytes()
+                except (IngestError, OSError) as e:
+                    why = V.failure_text(name, e) if isinstance(e, IngestError) else \
+                        f"the file could not be read ({e.strerror or e})"
+                    rows[i][1:] = ["failed", why]
+                    yield df(rows, V.STATUS_COLUMNS), *no_change
+                    continue
+                for kind, val in V.stream(lambda report, data=data, name=name: pipe.add_pdf(data, name, progress=report)):
+                    if kind == "progress":
+                        rows[i][1] = V.stage_text(*val)
+                    elif kind == "done":
+                        warn = f"; {'; '.join(val.warnings)}" if val.warnings else ""
+                        same = f"same file as {val.name}; " if val.duplicate and val.name != safe_name(name) else ""
+                        rows[i][1:] = ["already in the library" if val.duplicate else "indexed",
+                                       f"{same}{V.plural(val.n_pages, 'page')}, {V.plural(val.n_chunks, 'chunk')}{warn}"]
+                    else:
+                        rows[i][1:] = ["failed", V.failure_text(name, val) if isinstance(val, IngestError)
+                                       else message(val, f"indexing {name}")]
+                    yield df(rows, V.STATUS_COLUMNS), *no_change
+        yield df(rows, V.STATUS_COLUMNS), *library_views(ctx, sid), None  # the upload box is emptied for the next files
+
+    @handled("indexing the upload")
+    def on_upload(files, sid):
+        need_sid(sid)
+        yield from index_files(sid, [(Path(f).name, Path(f)) for f in (files or [])])
+
+    @handled("indexing the sample corpus")
+    def on_sample(sid):
+        need_sid(sid)
+        pdfs = list_pdfs(ctx.sample_dir) if ctx.sample_dir.is_dir() else []
+        if not pdfs:
+            raise user_error(f"No sample corpus found in {ctx.sample_dir}/.")
+        yield from index_files(sid, [(p.name, p) for p in pdfs])
+
+    @handled("removing a document")
+    def on_remove(doc_hash, sid):
+        need_sid(sid)
+        if not doc_hash:
+            raise user_error("Pick a document to remove first.")
+        with store.open(sid) as pipe:
+            info = pipe.library.find(doc_hash)
+            pipe.library.remove(doc_hash)
+        msg = f"Removed {V.md_escape(info.name)}." if info else "That document was already gone."
+        return msg, *library_views(ctx, sid)
+
+    upload.upload(on_upload, [upload, sid], [status, docs, remove_pick, upload], show_progress="minimal",
+                  **ctx.model_work)
+    sample_btn.click(on_sample, [sid], [status, docs, remove_pick, upload], show_progress="minimal", **ctx.model_work)
+    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick])
+    return LibraryTab(docs, remove_pick)
