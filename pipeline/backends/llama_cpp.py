@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -33,6 +35,45 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def amx_reported() -> bool:
+    """Whether the CPU says it has AMX tiles (Linux ``/proc/cpuinfo``)."""
+    info = Path("/proc/cpuinfo")
+    return info.exists() and "amx_tile" in info.read_text(errors="replace")
+
+
+def use_extra_buffers(setting: str = "auto") -> bool:
+    """Whether llama.cpp may put weights in its extra CPU buffers (AMX tiles, repacked layouts).
+
+    A llama.cpp built with ``GGML_NATIVE`` on a CPU that reports AMX runs its matrix products on AMX
+    tiles; in a virtual machine that does not carry the tile state (seen here: Firecracker) the first
+    decode dies with a segmentation fault. ``auto`` keeps them off on such CPUs; ``on``/``off`` force it
+    (``PDFQA_LLAMA_EXTRA_BUFFERS``).
+    """
+    return {"on": True, "off": False}.get(setting, not amx_reported())
+
+
+@contextmanager
+def extra_buffers(on: bool):
+    """Models loaded inside get (or do not get) llama.cpp's extra weight buffers."""
+    import llama_cpp.llama_cpp as lib  # the module ``llama_cpp.Llama`` reads its default parameters from
+
+    if on:
+        yield
+        return
+    default = lib.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    lib.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        lib.llama_model_default_params = default
+
+
 class LlamaCppAnswerer(Answerer):
     """A GGUF chat model through llama-cpp-python (Qwen ChatML prompt format)."""
 
@@ -41,8 +82,9 @@ class LlamaCppAnswerer(Answerer):
 
         self.settings = settings
         threads = settings.n_threads or os.cpu_count() or 1
-        self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
-                                   n_batch=512, verbose=False)
+        with extra_buffers(use_extra_buffers(settings.llama_extra_buffers)):
+            self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads,
+                                       n_threads_batch=threads, n_batch=512, verbose=False)
         self._vocab = self.llm.n_vocab()
         self._lock = threading.Lock()
         self.letter_ids = letter_token_ids(lambda text: self.llm.tokenize(text.encode(), add_bos=False))
