@@ -25,6 +25,7 @@ from pathlib import Path
 import pymupdf
 import pymupdf4llm
 
+from .titles import title_of
 from .types import Document, Page
 
 pymupdf4llm.use_layout(False)  # fast mode: ~10x faster than the layout model
@@ -256,4 +257,4 @@ def _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, de
         warnings.append(f"{page_list(empty)}: no text" + (f"; {no_ocr}" if no_ocr else ""))
     if doc.embfile_count():
         warnings.append(f"has {doc.embfile_count()} attached file(s), not read")
-    return Document(file_hash(data), name, pages, warnings)
+    return Document(file_hash(data), name, pages, warnings, title_of(doc, pages, name))
