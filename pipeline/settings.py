@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     max_documents: int = Field(200, description="documents per library (one library per browser session)")
     max_doc_seconds: float = Field(900.0, description="time to parse, OCR and embed one document")
     max_questions: int = Field(5000, description="questions per evaluation run")
+    max_question_chars: int = Field(2000, description="characters in one question (pipeline.checks)")
+    max_option_chars: int = Field(1000, description="characters in one option (pipeline.checks)")
 
     # ingest
     ocr: bool = True  # pages without a text layer are read by Tesseract (through PyMuPDF)
