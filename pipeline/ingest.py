@@ -31,7 +31,7 @@ from .types import Document, Page
 pymupdf4llm.use_layout(False)  # fast mode: ~10x faster than the layout model
 pymupdf.TOOLS.mupdf_display_errors(False)
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # no "_": Markdown italics ("_Дорослим:_") must match the PDF word
 _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 _BOLD_LINE = re.compile(r"^\s*\*\*([^*]{2,120})\*\*\s*:?\s*$")
 _RUN_IN = re.compile(r"^\s*\*\*([^*]{2,80}?)\s*[.:]\s*\*\*")  # "**Склад.** text..." run-in heading
