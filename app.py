@@ -2,7 +2,8 @@
 
 Options (each also an environment variable):
   --shared-library   PDFQA_SHARED_LIBRARY=1   one library for every visitor (default: one per browser)
-  --data-dir DIR     PDFQA_DATA_DIR           where libraries and runs live (default: data)
+  --data-dir DIR     PDFQA_DATA_DIR           where libraries and runs live (default: data; on a Hugging Face
+                                              Space with persistent storage, /data/pdfqa)
   --profile NAME     PDFQA_PROFILE            settings profile (default: cpu)
   --port N           PORT                     (default 7860)
   --host ADDR        HOST                     (default 0.0.0.0)
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     settings = load_settings(a.profile, data_dir=a.data_dir)
+    logging.getLogger("app").info("libraries and runs in %s", settings.data_dir.resolve())
     models = Models(settings)
     demo = build_app(settings, models=models, shared=a.shared_library,
                      model_concurrency=int(os.environ.get("PDFQA_MODEL_CONCURRENCY", "1")),

@@ -17,11 +17,21 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def default_data_dir(env: dict | None = None, persistent: Path = Path("/data")) -> Path:
+    """Where libraries and runs live unless ``PDFQA_DATA_DIR`` says: ``/data/pdfqa`` on a Hugging Face
+    Space (``SPACE_ID`` is set) whose persistent storage is mounted at ``/data`` and writable, else
+    ``data`` (on a Space without persistent storage that is the app's folder: lost on restart)."""
+    env = os.environ if env is None else env
+    if env.get("SPACE_ID") and persistent.is_dir() and os.access(persistent, os.W_OK | os.X_OK):
+        return persistent / "pdfqa"
+    return Path("data")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PDFQA_", extra="forbid")
 
     profile: str = "cpu"
-    data_dir: Path = Path("data")
+    data_dir: Path = Field(default_factory=default_data_dir)
 
     # limits (each reached one gives the user a clear message; README "Limits")
     max_upload_mb: float = Field(100.0, description="largest PDF accepted, in MB")
