@@ -12,7 +12,7 @@ and the runner-up, their supporting lines side by side.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -23,8 +23,8 @@ from .render import Marker, chunk_word_indices, line_groups, render_marked, unio
 from .text import normalize
 from .types import Box, Chunk, Page
 
-LIGHT = Marker((), color=(255, 214, 0), alpha=0.22, outline=None)
-STRONG = Marker((), color=(255, 120, 0), alpha=0.5, outline=(200, 70, 0))
+LIGHT = Marker((), color=(255, 214, 0), alpha=0.22, outline=None)  # the rest of the chunk
+STRONG = Marker((), color=(255, 120, 0), alpha=0.5, outline=(200, 70, 0))  # the supporting lines
 
 # the crop: shown ~700 px wide, text at least 1.4 px per PDF point (10 pt body text ~14 px tall), at most 2.5
 DISPLAY_WIDTH = 700
@@ -144,8 +144,8 @@ def evidence_views(pdf_path: str | Path, page: Page, chunk: Chunk, question: str
     lines = score_lines(chunk_lines(page, chunk), question, option_text, mode)
     strong = strongest(lines, k)
     strong_ids = {id(ln) for ln in strong}
-    markers = [Marker([ln.box for ln in lines if id(ln) not in strong_ids], LIGHT.color, LIGHT.alpha, LIGHT.outline),
-               Marker([ln.box for ln in strong], STRONG.color, STRONG.alpha, STRONG.outline)]
+    markers = [replace(LIGHT, boxes=[ln.box for ln in lines if id(ln) not in strong_ids]),
+               replace(STRONG, boxes=[ln.box for ln in strong])]
     whole = render_marked(pdf_path, page.number, markers, max_side=page_max_side)  # raises the clear errors
     with pymupdf.open(pdf_path) as doc:  # the crop is chosen in displayed (rotated) coordinates
         p = doc[page.number - 1]

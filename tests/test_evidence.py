@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.evidence import (DISPLAY_WIDTH, MAX_DISPLAY_HEIGHT, MIN_SCALE, chunk_lines, crop_rect, evidence_for, evidence_views,
                                supporting_lines, why_this_answer)
-from pipeline.ingest import parse_pdf
-from pipeline.types import Chunk
+from pipeline.ingest import _align, parse_pdf
+from pipeline.types import Chunk, Page
 
 TITLE = "Спосіб застосування та дози"
 LINES = ["Препарат призначають дорослим і дітям старше 12 років.",
@@ -160,3 +160,25 @@ def test_crop_rect_geometry():
     assert box[0] >= 0 and box[3] <= 842
     # no boxes: the whole (small) page
     assert crop_rect(200, 100, []) == (0.0, 0.0, 200, 100)
+
+
+def test_rotated_page_crop_follows_the_displayed_page(tmp_path):
+    data = _pdf(LINES)
+    doc = pymupdf.open("pdf", data)
+    doc[0].set_rotation(90)
+    path = tmp_path / "r.pdf"
+    path.write_bytes(doc.tobytes())
+    # (pymupdf4llm's fast mode reads no text from a /Rotate 90 page, so the page is built from its words here)
+    words = [tuple(w[:5]) for w in doc[0].get_text("words", sort=True)]
+    md = "\n".join(LINES)
+    page = Page(1, 595, 842, md, words, _align(md, words))
+    chunk = Chunk("c", "h", "r.pdf", 0, "", md, "", [(1, 0, len(md))])
+    ev = evidence_views(path, page, chunk, QUESTION, OPTIONS["A"])
+    assert ev.page.width > ev.page.height  # shown turned: 842 x 595
+    x0, y0, x1, y1 = ev.crop_box
+    assert 0 <= x0 < x1 <= 842 and 0 <= y0 < y1 <= 595
+    # turned, the lines stand upright, side by side: the crop takes the strong line's column from its top
+    # (a line taller than the screen shows its start), and the strong colour is drawn there
+    r = pymupdf.Rect(*ev.strong[0].box) * doc[0].rotation_matrix
+    assert x0 <= r.x0 and r.x1 <= x1 and y0 == pytest.approx(r.y0 - 20)
+    assert _strong(np.asarray(ev.crop)).mean() > 0.01
