@@ -2,7 +2,8 @@
 
 Options (each also an environment variable; the PDFQA_* ones are settings, ``pipeline/settings.py``):
   --shared-library   PDFQA_SHARED_LIBRARY=1   one library for every visitor (default: one per browser)
-  --data-dir DIR     PDFQA_DATA_DIR           where libraries and runs live (default: data)
+  --data-dir DIR     PDFQA_DATA_DIR           where libraries and runs live (default: data; on a Hugging Face
+                                              Space with persistent storage, /data/pdfqa)
   --profile NAME     PDFQA_PROFILE            settings profile (default: cpu)
   --port N           PORT                     (default 7860)
   --host ADDR        HOST                     (default 0.0.0.0)
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     s = load_settings(a.profile, data_dir=a.data_dir, shared_library=a.shared_library)
+    logging.getLogger("app").info("libraries and runs in %s", s.data_dir.resolve())
     models = Models(s)
     demo = build_app(s, models=models, shared=s.shared_library, model_concurrency=s.model_concurrency,
                      max_sessions=s.max_sessions, max_age_s=s.session_days * 86400)

@@ -30,6 +30,10 @@ class QuestionsError(UserError):
     """A questions file that cannot be used."""
 
 
+class QuestionError(UserError):
+    """A question that cannot be asked as it is (empty, too few options, over a length limit)."""
+
+
 class EmptyLibrary(UserError):
     """Nothing to answer from: the library has no documents."""
 

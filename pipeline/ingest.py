@@ -26,12 +26,13 @@ import pymupdf
 import pymupdf4llm
 
 from .errors import IngestError
+from .titles import title_of
 from .types import Document, Page
 
 pymupdf4llm.use_layout(False)  # fast mode: ~10x faster than the layout model
 pymupdf.TOOLS.mupdf_display_errors(False)
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # no "_": Markdown italics ("_Дорослим:_") must match the PDF word
 _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 _BOLD_LINE = re.compile(r"^\s*\*\*([^*]{2,120})\*\*\s*:?\s*$")
 _RUN_IN = re.compile(r"^\s*\*\*([^*]{2,80}?)\s*[.:]\s*\*\*")  # "**Склад.** text..." run-in heading
@@ -258,4 +259,4 @@ def _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, de
         warnings.append(f"{page_list(empty)}: no text" + (f"; {no_ocr}" if no_ocr else ""))
     if doc.embfile_count():
         warnings.append(f"has {doc.embfile_count()} attached file(s), not read")
-    return Document(file_hash(data), name, pages, warnings)
+    return Document(file_hash(data), name, pages, warnings, title_of(doc, pages, name))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import math
 from bisect import bisect_left
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -52,35 +53,48 @@ def _same_line(a: Sequence[float], b: Sequence[float], min_overlap: float) -> bo
     return h > 0 and overlap >= min_overlap * h
 
 
-def merge_line_boxes(boxes: Iterable[Sequence[float]], *, max_gap: float = 0.8,
-                     min_overlap: float = 0.5) -> list[Box]:
-    """Merge word boxes, taken in reading order, into one rectangle per run on a line.
+def line_groups(boxes: Sequence[Sequence[float]], *, max_gap: float = 0.8,
+                min_overlap: float = 0.5) -> list[list[int]]:
+    """Group word boxes, taken in reading order, into runs on one text line: lists of indices into ``boxes``.
 
-    The next box joins the current rectangle when it is on the same line (their
+    The next box joins the current run when it is on the same line (their
     y-ranges overlap by at least ``min_overlap`` of the smaller height) and
-    starts right of it with a gap of at most ``max_gap`` × the line height (a
-    slight overlap, as with tight kerning, is allowed). Every rectangle returned
-    is the exact union of the word boxes merged into it.
+    starts right of the previous box with a gap of at most ``max_gap`` × the
+    line height (a slight overlap, as with tight kerning, is allowed). Empty or
+    non-finite boxes are left out.
     """
-    out: list[list[float]] = []
+    out: list[list[int]] = []
     last: Sequence[float] | None = None  # the previous word box (not the union)
-    for b in boxes:
+    for i, b in enumerate(boxes):
         x0, y0, x1, y1 = (float(v) for v in b[:4])
         if not (x1 > x0 and y1 > y0) or not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
             continue
         box = (x0, y0, x1, y1)
         if out and last is not None and _same_line(last, box, min_overlap):
             h = max(last[3] - last[1], y1 - y0)
-            gap = x0 - last[2]
-            if -0.25 * h <= gap <= max_gap * h:
-                cur = out[-1]
-                cur[0], cur[1] = min(cur[0], x0), min(cur[1], y0)
-                cur[2], cur[3] = max(cur[2], x1), max(cur[3], y1)
+            if -0.25 * h <= x0 - last[2] <= max_gap * h:
+                out[-1].append(i)
                 last = box
                 continue
-        out.append(list(box))
+        out.append([i])
         last = box
-    return [tuple(r) for r in out]  # type: ignore[misc]
+    return out
+
+
+def union_box(boxes: Iterable[Sequence[float]]) -> Box:
+    """The smallest rectangle holding all ``boxes`` (at least one)."""
+    bs = [tuple(float(v) for v in b[:4]) for b in boxes]
+    return (min(b[0] for b in bs), min(b[1] for b in bs), max(b[2] for b in bs), max(b[3] for b in bs))
+
+
+def merge_line_boxes(boxes: Iterable[Sequence[float]], *, max_gap: float = 0.8,
+                     min_overlap: float = 0.5) -> list[Box]:
+    """Merge word boxes, taken in reading order, into one rectangle per run on a line (:func:`line_groups`).
+
+    Every rectangle returned is the exact union of the word boxes merged into it.
+    """
+    boxes = list(boxes)
+    return [union_box(boxes[i] for i in g) for g in line_groups(boxes, max_gap=max_gap, min_overlap=min_overlap)]
 
 
 def chunk_boxes(page: Page, chunk: Chunk, *, merge: bool = True) -> list[Box]:
@@ -125,6 +139,15 @@ def page_box_to_pixels(page: pymupdf.Page, box: Sequence[float], zoom: float,
     return r.x0 - origin[0], r.y0 - origin[1], r.x1 - origin[0], r.y1 - origin[1]
 
 
+@dataclass(frozen=True)
+class Marker:
+    """Boxes (PDF points, as ``Page.words``) drawn in one marker colour."""
+    boxes: Sequence[Sequence[float]]
+    color: Sequence[int] = (255, 214, 0)
+    alpha: float = 0.38
+    outline: Sequence[int] | None = (230, 140, 0)
+
+
 def render_page(pdf_path: str | Path, page_number: int, boxes: Iterable[Sequence[float]] = (), *,
                 zoom: float = 1.5, max_side: int = 1800, color: Sequence[int] = (255, 214, 0),
                 alpha: float = 0.38, outline: Sequence[int] | None = (230, 140, 0)) -> Image.Image:
@@ -136,22 +159,37 @@ def render_page(pdf_path: str | Path, page_number: int, boxes: Iterable[Sequence
     range or an unusable page size, and :class:`FileNotFoundError` if the PDF
     is missing.
     """
+    return render_marked(pdf_path, page_number, [Marker(list(boxes), color, alpha, outline)],
+                         zoom=zoom, max_side=max_side)
+
+
+def render_marked(pdf_path: str | Path, page_number: int, markers: Sequence[Marker] = (), *, zoom: float = 1.5,
+                  max_side: int = 1800, clip=None) -> Image.Image:
+    """:func:`render_page` with several markers, drawn in order (a later one over an earlier one).
+
+    ``clip`` (x0, y0, x1, y1 in the page's displayed points: after its /Rotate,
+    as ``page.rect``) renders only that part of the page; ``zoom`` and
+    ``max_side`` then apply to it.
+    """
     path = Path(pdf_path)
     if not path.is_file():
         raise FileNotFoundError(f"the PDF to render is not there: {path}")
     if isinstance(page_number, bool) or not isinstance(page_number, int):
         raise ValueError(f"page number must be an integer, not {page_number!r}")
-    alpha = max(0.0, min(1.0, float(alpha)))
     with pymupdf.open(path) as doc:
         if not 1 <= page_number <= doc.page_count:
             raise ValueError(f"page {page_number} is out of range: {path.name} has "
                              f"{doc.page_count} page{'s' if doc.page_count != 1 else ''}")
         page = doc[page_number - 1]
-        z = page_zoom(page.rect, zoom, max_side)
-        pix = page.get_pixmap(matrix=pymupdf.Matrix(z, z), colorspace=pymupdf.csRGB, alpha=False)
+        area = pymupdf.Rect(*clip) & page.rect if clip is not None else page.rect
+        z = page_zoom(area, zoom, max_side)
+        pix = page.get_pixmap(matrix=pymupdf.Matrix(z, z), colorspace=pymupdf.csRGB, alpha=False,
+                              clip=area if clip is not None else None)
         img = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
-        rects = [page_box_to_pixels(page, b, z, (pix.x, pix.y)) for b in boxes]
-    return _highlight(img, rects, color, alpha, outline, line=max(1, round(z)))
+        layers = [(m, [page_box_to_pixels(page, b, z, (pix.x, pix.y)) for b in m.boxes]) for m in markers]
+    for m, rects in layers:
+        img = _highlight(img, rects, m.color, max(0.0, min(1.0, float(m.alpha))), m.outline, line=max(1, round(z)))
+    return img
 
 
 def _highlight(img: Image.Image, rects: list[tuple[float, float, float, float]], color: Sequence[int],

@@ -28,6 +28,14 @@ class Role(NamedTuple):
 
 
 ROLES = ("embed", "rerank", "answer")
+def default_data_dir(env: dict | None = None, persistent: Path = Path("/data")) -> Path:
+    """Where libraries and runs live unless ``PDFQA_DATA_DIR`` says: ``/data/pdfqa`` on a Hugging Face
+    Space (``SPACE_ID`` is set) whose persistent storage is mounted at ``/data`` and writable, else
+    ``data`` (on a Space without persistent storage that is the app's folder: lost on restart)."""
+    env = os.environ if env is None else env
+    if env.get("SPACE_ID") and persistent.is_dir() and os.access(persistent, os.W_OK | os.X_OK):
+        return persistent / "pdfqa"
+    return Path("data")
 
 
 class Settings(BaseSettings):
@@ -36,7 +44,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PDFQA_", extra="forbid")
 
     profile: str = "cpu"
-    data_dir: Path = Path("data")
+    data_dir: Path = Field(default_factory=default_data_dir)
 
     # ---- limits (each reached one gives the user a clear message; README "Limits") ----
     max_upload_mb: float = Field(100.0, description="largest PDF accepted, in MB")
@@ -44,6 +52,8 @@ class Settings(BaseSettings):
     max_documents: int = Field(200, description="documents per library (one library per browser session)")
     max_doc_seconds: float = Field(900.0, description="time to parse, OCR and embed one document")
     max_questions: int = Field(5000, description="questions per evaluation run")
+    max_question_chars: int = Field(2000, description="characters in one question (pipeline.checks)")
+    max_option_chars: int = Field(1000, description="characters in one option (pipeline.checks)")
 
     # ---- ingest and chunking (chunks are counted in the embedder's own tokens) ----
     ocr: bool = True  # pages without a text layer are read by Tesseract (through PyMuPDF)

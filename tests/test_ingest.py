@@ -234,3 +234,18 @@ def test_safe_name_keeps_long_names_short_with_their_extension():
     name = ingest.safe_name("д" * 1000 + ".pdf")
     assert len(name) == 120 and name == "д" * 116 + ".pdf"
     assert len(ingest.safe_name("x" * 1000)) == 120
+
+
+def test_italic_words_are_aligned_to_their_pdf_words():
+    # pymupdf4llm writes italics as "_Дорослим:_"; the underscore must not stop the word matching its box
+    doc = pymupdf.open()
+    page = doc.new_page()
+    tw = pymupdf.TextWriter(page.rect)
+    tw.append((72, 100), "Дорослим:", font=pymupdf.Font("heit"), fontsize=11)
+    tw.append((140, 100), "внутрішньом’язово по 200 мг.", font=pymupdf.Font("helv"), fontsize=11)
+    tw.write_text(page)
+    p = parse_pdf(doc.tobytes(), "i.pdf").pages[0]
+    assert "_Дорослим:_" in p.markdown
+    start = p.markdown.index("Дорослим")
+    assert {p.word_at[c] for c in range(start, start + len("Дорослим"))} == {0}
+    assert p.words[0][4] == "Дорослим:"

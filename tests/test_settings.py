@@ -52,3 +52,21 @@ def test_set_pairs_are_parsed_once_for_every_command():
                                                                              "query_instruction": "a=b"}
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         parse_overrides(["top_k_answer"])
+def test_data_dir_defaults_to_a_spaces_persistent_storage(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from pipeline.settings import default_data_dir
+    storage = tmp_path / "data"
+    space = {"SPACE_ID": "someone/pdf-qa"}
+    assert default_data_dir({}, storage) == Path("data")  # not a Space
+    assert default_data_dir(space, storage) == Path("data")  # a Space without persistent storage
+    storage.mkdir()
+    assert default_data_dir(space, storage) == storage / "pdfqa"
+    assert default_data_dir({}, storage) == Path("data")  # a /data on an ordinary machine is not taken
+    # the environment variable and explicit settings win over the default
+    monkeypatch.setenv("PDFQA_DATA_DIR", str(tmp_path / "mine"))
+    assert load_settings().data_dir == tmp_path / "mine"
+    monkeypatch.delenv("PDFQA_DATA_DIR")
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert load_settings().data_dir == Path("data")
+    assert load_settings(data_dir=str(tmp_path)).data_dir == tmp_path

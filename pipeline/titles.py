@@ -1,0 +1,157 @@
+"""A document's human title: its PDF metadata title, else its first heading, else its first line.
+
+Metadata titles are often junk ("Microsoft Word - x.doc", "untitled", the file
+name, a hash, mojibake) and are refused; headings and lines are taken from the
+first pages' cleaned Markdown (Markdown and HTML markers removed); a heading is
+a Markdown ``#`` line (a larger font), not a bold label. A title that is one
+word ("ІНСТРУКЦІЯ") takes the next lines with it ("ІНСТРУКЦІЯ для медичного
+застосування препарату АМОКСИЦИЛІН"), up to a label ("Склад:") or a heading. Long
+titles are cut at a clause boundary (", ", "; ", " — ") or a word, with "…".
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import PurePath
+from typing import Sequence
+
+import pymupdf
+
+from .types import Page
+
+MAX_CHARS = 80
+_PAGES = 2  # headings and lines are looked for on the first pages only
+_HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
+_MARKS = re.compile(r"[*_`#|>\[\]]+")
+_JUNK = {"untitled", "untitled document", "document", "new document", "title", "без назви", "без імені",
+         "документ", "новий документ", "microsoft word", "slide 1", "слайд 1", "presentation", "none", "null"}
+_APP_PREFIX = re.compile(r"^\s*(microsoft\s+(word|excel|powerpoint|office\s+word)|word|powerpoint|excel|"
+                         r"writer|libreoffice|openoffice)\s*[-–—:]\s*", re.IGNORECASE)
+_FILE_EXT = re.compile(r"\.(docx?|pdf|odt|ods|odp|rtf|txt|xlsx?|pptx?|indd|tex|dvi|html?|xml|jpe?g|png|tiff?|"
+                       r"bmp|gif|ps|eps|pages|wpd)\s*$", re.IGNORECASE)
+_HEXLIKE = re.compile(r"^[0-9a-f]{12,}$|^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
+_CLAUSE = re.compile(r"[,;:]\s|\s[—–-]\s")
+
+
+def clean(text: str) -> str:
+    """One line of plain text: no Markdown/HTML markers, control or bidi characters, runs of spaces."""
+    text = _MARKS.sub(" ", _TAG.sub("", unicodedata.normalize("NFC", str(text))))
+    text = "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
+    text = re.sub(r"\s+([®™©])", r"\1", " ".join(text.split()))  # "ЕЛОКОМ <sup>®</sup>" -> "ЕЛОКОМ®"
+    return text.strip(" .:;,-–—")
+
+
+def _letters(s: str) -> int:
+    return sum(c.isalpha() for c in s)
+
+
+def _mojibake(s: str) -> bool:
+    """UTF-8 read as Latin-1 ("Ð†Ð½Ñ"), a replacement character, or a UTF-16 byte-order mark shown as text."""
+    if "\ufffd" in s or "þÿ" in s or "ÿþ" in s:
+        return True
+    latin1 = sum("\u00c0" <= c <= "\u00ff" for c in s)
+    return latin1 >= 3 and latin1 > 0.3 * _letters(s)
+
+
+def usable(title: str, file_name: str = "") -> bool:
+    """Whether a candidate reads as a title: enough letters, not an application's placeholder, not a
+    file name (the document's own or any "x.doc", "C:\\path"), not a hash or code, not mojibake."""
+    t = clean(title)
+    if _letters(t) < 3 or _letters(t) < 0.4 * len(t.replace(" ", "")):
+        return False
+    low = t.lower()
+    if low in _JUNK or _APP_PREFIX.match(title or "") or _mojibake(t):
+        return False
+    if _FILE_EXT.search(t) or "\\" in t or re.search(r"\w/\w+/", t):
+        return False
+    stem = PurePath(str(file_name).replace("\\", "/")).stem.lower() if file_name else ""
+    if stem and low in (stem, clean(stem.replace("_", " ")).lower()):
+        return False
+    raw = " ".join(_TAG.sub("", str(title)).split()).strip("*#` ")
+    if " " not in raw:  # one token: a word is fine, a code ("scan0001", "IMG_2024", a hash) is not
+        if _HEXLIKE.match(raw) or any(c.isdigit() for c in raw) or "_" in raw or len(raw) > 40:
+            return False
+    return True
+
+
+def shorten(title: str, max_chars: int = MAX_CHARS) -> str:
+    """``title`` cut to ``max_chars``: at the last clause boundary if one leaves half of it, else at a word."""
+    t = clean(title)
+    if len(t) <= max_chars:
+        return t
+    head = t[:max_chars]
+    cuts = [m.start() for m in _CLAUSE.finditer(head) if m.start() >= max_chars // 3]
+    if cuts:
+        return head[:cuts[-1]].rstrip(" .,;:-–—")
+    word = head[:max_chars - 1].rsplit(" ", 1)[0] if " " in head else head[:max_chars - 1]
+    return word.rstrip(" .,;:-–—") + "…"
+
+
+def _metadata_title(pdf) -> str:
+    if pdf is None:
+        return ""
+    try:
+        if isinstance(pdf, (bytes, bytearray)):
+            with pymupdf.open(stream=bytes(pdf), filetype="pdf") as doc:
+                return (doc.metadata or {}).get("title") or ""
+        return (pdf.metadata or {}).get("title") or ""
+    except Exception:  # a damaged or encrypted file: no metadata, the text fallbacks still work
+        return ""
+
+
+def _markdown(pages: Sequence[Page | str]) -> list[str]:
+    return [p if isinstance(p, str) else p.markdown for p in list(pages)[:_PAGES]]
+
+
+def _with_next_lines(lines: list[str], i: int, max_chars: int) -> str:
+    """Line ``i``, and when it is a single word, the next lines of its block while they fit."""
+    title = clean(lines[i])
+    if len(title.split()) > 1:
+        return title
+    for raw in [r for r in lines[i + 1:i + 12] if clean(r)][:3]:  # Markdown puts blank lines between
+        nxt = clean(raw)
+        if raw.lstrip().startswith("#") or raw.rstrip(" *_").endswith(":") or _letters(nxt) < 2 \
+                or len(title) + 1 + len(nxt) > max_chars:  # a new heading, a label ("Склад:"), too long
+            break
+        title = f"{title} {nxt}"
+    return title
+
+
+def _first_heading(texts: list[str], name: str, max_chars: int) -> str:
+    """The first of the most important Markdown headings (``#`` lines, from font sizes) on the first
+    page that has one; bold lines and run-in labels ("**Склад:**") are section names, not titles."""
+    for md in texts:
+        lines = md.splitlines()
+        heads = [(len(m.group(1)), i) for i, line in enumerate(lines)
+                 if (m := _HEADING.match(line)) and usable(m.group(2), name)]
+        if heads:
+            return _with_next_lines(lines, min(heads)[1], max_chars)
+    return ""
+
+
+def _first_line(texts: list[str], name: str, max_chars: int) -> str:
+    for md in texts:
+        lines = md.splitlines()
+        for i, line in enumerate(lines):
+            if usable(line, name):
+                return _with_next_lines(lines, i, max_chars)
+    return ""
+
+
+def title_of(pdf, pages: Sequence[Page | str], name: str = "", max_chars: int = MAX_CHARS) -> str:
+    """The document's title for people: PDF metadata title if usable, else first heading, else first line.
+
+    ``pdf`` is the PDF's bytes or an open ``pymupdf.Document`` (or None); ``pages`` the parsed
+    :class:`Page` objects or their Markdown; ``name`` the file name (a metadata title equal to it is
+    refused; with nothing else usable its stem is the title). At most ``max_chars`` characters.
+    """
+    meta = clean(_metadata_title(pdf))
+    if usable(meta, name):
+        return shorten(meta, max_chars)
+    texts = _markdown(pages)
+    for found in (_first_heading(texts, name, max_chars), _first_line(texts, name, max_chars)):
+        if found:
+            return shorten(found, max_chars)
+    stem = " ".join(PurePath(str(name).replace("\\", "/")).stem.split())  # as it is: "scan_0001"
+    return stem if len(stem) <= max_chars else stem[:max_chars - 1] + "…"

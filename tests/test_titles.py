@@ -1,0 +1,100 @@
+"""Document titles from real generated PDFs, parsed by the real ingest stage."""
+from __future__ import annotations
+
+import pymupdf
+import pytest
+
+from pipeline.ingest import parse_pdf
+from pipeline.titles import MAX_CHARS, shorten, title_of, usable
+from tests import pdfgen
+
+TITLE = "Порядок зберігання архівних документів"
+SECTIONS = [("Загальні положення", "Документи зберігають у сухому приміщенні при температурі до 20 °C."),
+            ("Відповідальність", "За зберігання відповідає архіваріус установи.")]
+
+
+def _with_metadata_title(data: bytes, title: str | None) -> bytes:
+    doc = pymupdf.open("pdf", data)
+    meta = dict(doc.metadata or {})
+    meta["title"] = title or ""
+    doc.set_metadata({k: v for k, v in meta.items() if k != "format" and k != "encryption"})
+    return doc.tobytes(no_new_id=True)
+
+
+def _plain_lines_pdf(lines: list[str], title: str | None = None) -> bytes:
+    """One page of lines all in one font size: no Markdown headings."""
+    doc = pymupdf.open()
+    pdfgen._text_page(doc, lines)
+    doc.set_metadata({"title": title or ""})
+    return doc.tobytes()
+
+
+@pytest.fixture(scope="module")
+def leaflet() -> bytes:
+    return pdfgen.ukrainian_pdf(TITLE, SECTIONS)
+
+
+def test_metadata_title_is_used(leaflet):
+    doc = parse_pdf(_with_metadata_title(leaflet, "Архів: правила зберігання"), "a1b2.pdf")
+    assert doc.title == "Архів: правила зберігання"
+    assert doc.name == "a1b2.pdf"  # the file name stays what it was
+
+
+def test_long_metadata_title_is_cut_at_a_clause():
+    meta = ("КОФЕЇН-БЕНЗОАТ НАТРІЮ, інструкція, застосування препарату КОФЕЇН-БЕНЗОАТ НАТРІЮ таблетки по 200 мг, "
+            "по 10 у блістерах; по 1 блістеру в пачці з картону")  # a real leaflet's metadata title
+    data = _with_metadata_title(pdfgen.ukrainian_pdf("Кофеїн", SECTIONS), meta)
+    assert title_of(data, [], "x.pdf") == "КОФЕЇН-БЕНЗОАТ НАТРІЮ, інструкція"
+
+
+@pytest.mark.parametrize("junk", [
+    "Microsoft Word - Інструкція.doc", "Microsoft PowerPoint - слайди", "untitled", "Untitled Document",
+    "Без назви", "", "   ", "leaflet.pdf", "leaflet", "report_final_v2.docx", "scan0001", "Document1",
+    "4e779acee13fa6e0763fb33d1c83030b8e6ea33d", "C:\\Users\\ivan\\Documents\\Звіт.docx",
+    "/home/ivan/out/zvit", "þÿ\x04\x10\x04\x11", "\ufffd\ufffd\ufffd", "12.03.2024", "---", "<b></b>",
+])
+def test_junk_metadata_falls_back_to_the_first_heading(leaflet, junk):
+    doc = parse_pdf(_with_metadata_title(leaflet, junk), "leaflet.pdf")
+    assert doc.title == TITLE
+
+
+def test_no_heading_gives_the_first_meaningful_line():
+    data = _plain_lines_pdf(["12", "2024", "Протокол засідання вченої ради факультету",
+                             "Присутні: 14 членів ради."], title="untitled")
+    doc = parse_pdf(data, "p.pdf")
+    assert not any(line.startswith("#") for line in doc.pages[0].markdown.splitlines())  # really no heading
+    assert doc.title == "Протокол засідання вченої ради факультету"
+
+
+def test_a_one_word_first_line_takes_the_next_lines_up_to_a_label():
+    data = _plain_lines_pdf(["ІНСТРУКЦІЯ", "для медичного застосування препарату", "АМОКСИЦИЛІН", "Склад:",
+                             "діюча речовина: амоксицилін; 1 капсула містить 500 мг."])
+    assert parse_pdf(data, "a.pdf").title == "ІНСТРУКЦІЯ для медичного застосування препарату АМОКСИЦИЛІН"
+
+
+def test_hostile_metadata_is_cleaned_and_bounded(leaflet):
+    meta = "Звіт\u202e за\x00 рік\n\n" + "дуже " * 2000
+    doc = parse_pdf(_with_metadata_title(leaflet, meta), "z.pdf")
+    assert doc.title.startswith("Звіт за рік дуже") and doc.title.endswith("…")
+    assert len(doc.title) <= MAX_CHARS and not any(c in doc.title for c in "\u202e\x00\n")
+
+
+def test_markdown_and_damaged_input():
+    # no PDF (or a damaged one): the Markdown is enough; markers and tags are not part of a title
+    assert title_of(None, ["# **Річний** _звіт_ <sup>®</sup>\n\nТекст."]) == "Річний звіт®"
+    assert title_of(b"not a pdf at all", ["Вступ до курсу\nТекст"]) == "Вступ до курсу"
+    # the most important heading wins over an earlier, smaller one
+    assert title_of(None, ["### Додаток 3\n\n# Положення про конкурс\n\n## Розділ 1"]) == "Положення про конкурс"
+    # nothing usable: the file name's stem, or nothing
+    assert title_of(None, ["123\n\n456"], name="scans/scan_0001.pdf") == "scan_0001"
+    assert title_of(None, [], "") == ""
+
+
+def test_usable_and_shorten_rules():
+    assert usable("Парацетамол") and usable("Annual report 2023") and usable("Закон України «Про освіту»")
+    assert not usable("IMG_2024") and not usable("x.doc") and not usable("Звіт", file_name="Звіт.pdf")
+    # mojibake: UTF-8 read as Latin-1 (PyMuPDF heals this one when it is written into a PDF, so it is
+    # checked here; other readers' metadata arrives as it is)
+    assert not usable("Інструкція для медичного застосування".encode().decode("latin-1"))
+    assert shorten("слово " * 30, 20) == "слово слово слово…"
+    assert shorten("Короткий заголовок") == "Короткий заголовок"
