@@ -184,7 +184,7 @@ class NumpyE5:
         def q4(name, rows, cols):
             return _dequant_q4(tensors[name][2], rows, cols)
 
-        self._word_q4 = tensors["emb.word"][2]  # 4-bit, expanded per batch
+        self._word_q4 = bytes(tensors["emb.word"][2])  # 4-bit (54 MB), rows expanded per batch
         self._word_row = H // 32 * 18
         self.pos = f32("emb.pos").reshape(MAXP, H)
         self.type0 = f32("emb.type")[:H]
