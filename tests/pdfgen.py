@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from functools import lru_cache
 from typing import Sequence
 
@@ -414,3 +415,39 @@ def markup_text_pdf() -> bytes:
     _text_page(doc, ["Цей рядок звичайний і стоїть перед розміткою.", *MARKUP_LINES,
                      "Цей рядок звичайний і стоїть після розмітки."])
     return _finish(doc, "Розмітка як текст")
+
+
+BOMB_TEXT = "Decompression bomb page"
+
+
+@lru_cache(maxsize=4)
+def _deflated_repeat(head: bytes, unit: bytes, size: int) -> bytes:
+    """zlib data inflating to ``head`` then ``unit`` repeated to ``size`` bytes (about 1,000:1)."""
+    c = zlib.compressobj(9)
+    block = unit * ((1 << 20) // len(unit))
+    out = [c.compress(head)] + [c.compress(block) for _ in range(size // len(block))]
+    return b"".join(out) + c.flush()
+
+
+def bomb_pdf(pages: int = 1, inflated_mb: int = 300) -> bytes:
+    """A decompression bomb: every page draws one line of text, then ``inflated_mb`` MB of idle drawing
+    instructions ("q 1 0 0 1 0 0 cm Q", repeated) held in ~0.1% of that as a Flate stream shared by the pages.
+    Written by hand (PyMuPDF would recompress the stream)."""
+    head = f"BT /F1 24 Tf 72 720 Td ({BOMB_TEXT}) Tj ET\n".encode()
+    stream = _deflated_repeat(head, b"q 1 0 0 1 0 0 cm Q\n", inflated_mb << 20)
+    kids = " ".join(f"{5 + i} 0 R" for i in range(pages))
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream)]
+    objs += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
+             b"/Contents 4 0 R >>"] * pages
+    out, offsets = bytearray(b"%PDF-1.7\n"), []
+    for i, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (i, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    return bytes(out)

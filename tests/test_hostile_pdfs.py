@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 
 from pipeline.index import Library
-from pipeline.ingest import IngestError
+from pipeline.ingest import IngestError, parse_pdf
 from pipeline.settings import load_settings
 
 
@@ -34,6 +35,8 @@ def batch(tmp_path_factory, embedder, pdfgen, manual_pdf, other_pdf):
         "odd-sizes.pdf": pdfgen.odd_sizes_pdf(),
         "scripted.pdf": pdfgen.scripted_pdf(),
         "markup.pdf": pdfgen.markup_text_pdf(),
+        "bomb.pdf": pdfgen.bomb_pdf(),
+        "bombs.pdf": pdfgen.bomb_pdf(pages=40),
         "good-again.pdf": manual_pdf,
         "other.pdf": other_pdf,
     }
@@ -51,7 +54,32 @@ def test_bad_files_fail_with_their_own_message(batch):
         "locked.pdf": "locked.pdf: the PDF is password-protected",
         "no-pages.pdf": "no-pages.pdf: the PDF has no pages",
         "blank-scan.pdf": "blank-scan.pdf: no text found (not even by OCR)",
+        "bomb.pdf": BOMB.format("bomb.pdf"),
+        "bombs.pdf": BOMB.format("bombs.pdf"),
     }
+
+
+BOMB = ("{}: page 1 holds over 50 MB of drawing instructions once decompressed, over the limit per page "
+        "(PDFQA_MAX_PAGE_CONTENT_MB); nothing was read")
+
+
+def test_a_decompression_bomb_is_refused_in_a_moment(pdfgen):
+    """300 MB of drawing instructions in a 0.8 MB file (MuPDF would interpret them for 36 s and more): refused
+    after inflating the 50 MB limit, whether the file holds one such page or forty."""
+    limit = load_settings().max_page_content_mb
+    for pages in (1, 40):
+        data = pdfgen.bomb_pdf(pages=pages)
+        assert len(data) < 1_000_000
+        t = time.perf_counter()
+        with pytest.raises(IngestError) as e:
+            parse_pdf(data, "bomb.pdf", max_page_content_mb=limit)
+        assert time.perf_counter() - t < 2.0
+        assert str(e.value) == BOMB.format("bomb.pdf")
+    # under the limit, the same kind of page is parsed, and its text is read
+    small = pdfgen.bomb_pdf(inflated_mb=1)
+    assert parse_pdf(small, "small.pdf", max_page_content_mb=limit).pages[0].markdown.strip() == pdfgen.BOMB_TEXT
+    with pytest.raises(IngestError, match="^small.pdf: page 1 holds over 0.5 MB"):
+        parse_pdf(small, "small.pdf", max_page_content_mb=0.5)
 
 
 def test_everything_else_is_indexed(batch):

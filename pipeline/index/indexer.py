@@ -51,7 +51,8 @@ class Indexer:
         self._check_room(name)
         say("parse", 0.0)
         doc = parse_pdf(data, name, max_pages=s.max_pages, repeated_line_share=s.repeated_line_share,
-                        ocr=s.ocr, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, deadline=deadline)
+                        ocr=s.ocr, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, deadline=deadline,
+                        max_page_content_mb=s.max_page_content_mb)
         say("chunk", 0.3)
         chunks = chunk_document(doc, self.count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
                                 prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix)
