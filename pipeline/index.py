@@ -165,6 +165,7 @@ class Library:
         self._check_room(name)
         say("parse", 0.0)
         doc = parse_pdf(data, name, max_pages=s.max_pages, repeated_line_share=s.repeated_line_share,
+                        edge_lines=s.running_edge_lines,
                         ocr=s.ocr, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, deadline=deadline)
         say("chunk", 0.3)
         chunks = chunk_document(doc, self.count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,

@@ -13,6 +13,7 @@ from pathlib import Path
 from .answer import LETTERS, Answerer, make_answerer
 from .embedders import Embedder, make_embedder
 from .index import DocInfo, Library, Progress
+from .pages import rescore_pages
 from .rerank import make_reranker
 from .retrieval import Retriever
 from .settings import Settings
@@ -75,7 +76,7 @@ class Pipeline:
         cands = self.retriever.search(q)
         retrieved = [Candidate(c.chunk, dict(c.scores), c.rank) for c in cands]
         t1 = time.perf_counter()
-        reranked = self.reranker.rerank(q, cands)
+        reranked = rescore_pages(q, self.reranker.rerank(q, cands), self.library, self.settings)
         t2 = time.perf_counter()
         return retrieved, reranked, {"retrieve": t1 - t0, "rerank": t2 - t1}
 

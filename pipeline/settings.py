@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     ocr_languages: str = "ukr+eng"
     ocr_dpi: int = 200
     repeated_line_share: float = Field(0.6, description="a line on this share of pages is a running header/footer")
+    running_edge_lines: int = Field(0, description="only a page's first/last N lines can be running ones; 0 = any line")
 
     # chunking (counted in the embedder's own tokens)
     prefix_tokens: int = 128
@@ -60,6 +61,13 @@ class Settings(BaseSettings):
     rerank_option_weight: float = 0.5
     top_k_answer: int = 2
     neighbours: bool = False
+
+    # page choice inside the top document (pipeline/pages.py): its candidates among the first page_pool
+    # re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best option); w = 0 turns it off
+    page_rescore_weight: float = 0.0
+    page_pool: int = 20
+    page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-15 pages)
+    page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
 
     # answering
     answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
