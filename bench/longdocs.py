@@ -625,8 +625,9 @@ def write_set(docs: list[LongDoc], out: Path) -> Path:
 VARIANTS = {
     "baseline (no page re-scoring)": {"page_rescore_weight": 0.0},
     "page re-scoring w=0.3": {"page_rescore_weight": 0.3},
-    "page re-scoring w=0.5 (default)": {"page_rescore_weight": 0.5},
-    "page re-scoring w=0.7": {"page_rescore_weight": 0.7},
+    "page re-scoring w=0.5": {"page_rescore_weight": 0.5},
+    "page re-scoring w=0.7 (cpu default)": {"page_rescore_weight": 0.7},
+    "page re-scoring w=1.0": {"page_rescore_weight": 1.0},
     "re-scoring over all documents w=0.5": {"page_rescore_weight": 0.5, "page_scope": "all"},
 }
 METRICS = [("doc_accuracy", "doc acc"), ("page@1", "page@1"), ("page_proximity", "page prox"),
