@@ -684,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
         for d in docs:
             print(f"{d.name}: {d.n_pages} pages, {len(d.questions)} questions")
         print(f"wrote {sum(len(d.questions) for d in docs)} questions to {path}")
+    else:
+        print(f"using the set already in {a.out} (delete it to generate again)")
     if a.measure:
         results = measure({"long": (a.out / "pdfs", a.out / "questions.csv"),
                            "unlp": (a.unlp / "pdfs", a.unlp / "questions.csv")}, a.work)
