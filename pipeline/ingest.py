@@ -66,20 +66,34 @@ def _is_page_number(key: str) -> bool:
     return bool(key) and re.fullmatch(r"[#\W]*#[#\W]*|(стор(інка)?|page|с)\.?\s*#(\s*(з|із|of|/)\s*#)?", key) is not None
 
 
-def _clean_pages(texts: list[str], share: float) -> list[str]:
-    """Drop running headers/footers: lines repeating on most pages, and bare page numbers."""
+def _edges(lines: list[str], edge_lines: int) -> set[int]:
+    """Indices of the first and last ``edge_lines`` non-empty lines (all lines when ``edge_lines`` is 0)."""
+    filled = [i for i, line in enumerate(lines) if _line_key(line)]
+    return set(filled[:edge_lines] + filled[-edge_lines:]) if edge_lines else set(filled)
+
+
+def _clean_pages(texts: list[str], share: float, edge_lines: int = 0) -> list[str]:
+    """Drop running headers/footers: lines repeating on most pages, and bare page numbers.
+
+    With ``edge_lines`` > 0 only the first and last ``edge_lines`` lines of a page can be a running
+    line: in templated rulebooks a clause that differs from page to page only in its numbers
+    ("12.4. Внесок становить 600 грн") repeats on most pages too, and must stay.
+    """
     n = len(texts)
     seen = Counter()
     for t in texts:
-        seen.update({_line_key(line) for line in t.splitlines() if _line_key(line)})
+        lines = t.splitlines()
+        seen.update({_line_key(lines[i]) for i in _edges(lines, edge_lines)})
     limit = max(2, share * n)
     repeated = {k for k, c in seen.items() if n >= 2 and c >= limit and (n >= 3 or len(k) >= 12)}
     out = []
     for t in texts:
+        lines = t.splitlines()
+        edges = _edges(lines, edge_lines)
         keep = []
-        for line in t.splitlines():
+        for i, line in enumerate(lines):
             key = _line_key(line)
-            if key and (key in repeated or _is_page_number(key)):
+            if i in edges and (key in repeated or _is_page_number(key)):
                 continue
             keep.append(line)
         out.append(re.sub(r"\n{3,}", "\n\n", "\n".join(keep)).strip())
@@ -199,7 +213,7 @@ def page_list(numbers: list[int]) -> str:
     return f"page{'s' if len(numbers) > 1 else ''} {text}"
 
 
-def parse_pdf(data: bytes, name: str, *, max_pages: int = 1000, repeated_line_share: float = 0.6,
+def parse_pdf(data: bytes, name: str, *, max_pages: int = 1000, repeated_line_share: float = 0.6, edge_lines: int = 0,
               ocr: bool = True, ocr_languages: str = "ukr+eng", ocr_dpi: int = 200,
               deadline: Deadline | None = None, max_page_content_mb: float | None = 50.0) -> Document:
     """Parse PDF bytes into a :class:`Document` (raises :class:`IngestError`).
@@ -222,7 +236,7 @@ def parse_pdf(data: bytes, name: str, *, max_pages: int = 1000, repeated_line_sh
                 raise IngestError(f"{name}: page {heavy} holds over {max_page_content_mb:g} MB of drawing instructions "
                                   "once decompressed, over the limit per page (PDFQA_MAX_PAGE_CONTENT_MB); "
                                   "nothing was read")
-        return _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, deadline)
+        return _parse(doc, data, name, (repeated_line_share, edge_lines), ocr, ocr_languages, ocr_dpi, deadline)
     except IngestError:
         raise
     except Exception as e:  # whatever a hostile file makes MuPDF raise: this file fails, the batch goes on
@@ -230,7 +244,7 @@ def parse_pdf(data: bytes, name: str, *, max_pages: int = 1000, repeated_line_sh
         raise IngestError(f"{name}: the PDF could not be parsed ({type(e).__name__}: {e})") from None
 
 
-def _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, deadline) -> Document:
+def _parse(doc, data, name, running, ocr, ocr_languages, ocr_dpi, deadline) -> Document:
     headers = pymupdf4llm.IdentifyHeaders(doc)  # font sizes of headings, from the whole document
     texts, words = [], []
     for start in range(0, doc.page_count, _BATCH):
@@ -246,7 +260,7 @@ def _parse(doc, data, name, repeated_line_share, ocr, ocr_languages, ocr_dpi, de
     for i in scanned if setup else []:
         deadline.check()
         texts[i], words[i] = ocr_page(doc[i], *setup, ocr_dpi)
-    texts = _clean_pages(texts, repeated_line_share)
+    texts = _clean_pages(texts, *running)
     pages = []
     for i, (md, ws) in enumerate(zip(texts, words)):
         rect = doc[i].rect

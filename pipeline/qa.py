@@ -13,6 +13,7 @@ from . import answer as answering
 from .backends.registry import Models
 from .errors import EmptyLibrary
 from .index import DocInfo, Library, Progress
+from .pages import rescore_pages
 from .rerank import make_reranker, rerank
 from .retrieval import Retriever
 from .settings import Settings
@@ -37,7 +38,7 @@ class Pipeline:
         cands = self.retriever.search(q)
         retrieved = [Candidate(c.chunk, dict(c.scores), c.rank) for c in cands]
         t1 = time.perf_counter()
-        reranked = rerank(self.reranker, q, cands)
+        reranked = rescore_pages(q, rerank(self.reranker, q, cands), self.library, self.settings)
         t2 = time.perf_counter()
         return retrieved, reranked, {"retrieve": t1 - t0, "rerank": t2 - t1}
 

@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     ocr_languages: str = "ukr+eng"
     ocr_dpi: int = 200
     repeated_line_share: float = Field(0.6, description="a line on this share of pages is a running header/footer")
+    running_edge_lines: int = Field(0, description="only a page's first/last N lines can be running ones; 0 = any line")
     prefix_tokens: int = 128
     chunk_tokens: int = 512
     chunk_overlap: int = 64
@@ -88,6 +89,16 @@ class Settings(BaseSettings):
     answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
     top_k_answer: int = 2
     neighbours: bool = False
+
+    # ---- page choice inside the top document (pipeline/pages.py) ----
+    # its candidates among the first page_pool re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best
+    # option); w = 0 turns it off (0.7 in the cpu profile, measured there; other profiles' rerankers were not)
+    page_rescore_weight: float = 0.0
+    page_pool: int = 20
+    page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-15 pages)
+    page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
+
+    # ---- answering (continued) ----
     scorer: Literal["letter", "option", "combined"] = "option"
     option_temperature: float = 0.2
     n_ctx: int = 4096
@@ -174,7 +185,7 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 PROFILES: dict[str, dict[str, Any]] = {
-    "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128),
+    "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.7),  # bench/longdocs.md
     # interactive: all three engines resident at once; shares 0.85 in all, the rest for the three engines' CUDA
     # contexts (memory arithmetic: docs/deploy.md, pipeline/gpu/plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",

@@ -268,6 +268,54 @@ def ukrainian_pdf(title: str, sections: list[tuple[str, str]], footer: str | Non
     return _finish(doc, title)
 
 
+def rulebook_pdf(title: str, blocks: Sequence[tuple], header: str | None = None,
+                 footer: str | None = DEFAULT_FOOTER) -> bytes:
+    """A long regulation-style PDF flowed from ``blocks``, with running headers and footers.
+
+    Blocks: ``("chapter", text)`` — a large bold heading that starts a new page and becomes the
+    running header's right part; ``("article", text)`` — a bold line at body size (as "Стаття N."
+    headings usually are); ``("para", text)`` — a paragraph; ``("table", rows)`` — a ruled table
+    (first row = header, repeated after a page break). ``header`` (e.g. a short title) is printed
+    at the top of every page, followed by " · " and the current chapter.
+    """
+    doc = pymupdf.open()
+    lay = _Layout(doc)
+    _title(lay, title)
+    chapter_of_page: dict[int, str] = {}
+    chapter = ""
+    for kind, value in blocks:
+        if kind == "chapter":
+            if lay.y > MARGIN_T + 40:
+                lay.new_page()
+            chapter = value
+            _heading(lay, value, "")
+        elif kind == "article":
+            lay.ensure(BODY_SIZE * 1.38 * 3 + 8)
+            lay.space(6)
+            lay.paragraph(value, bold=True, after=3)
+        elif kind == "para":
+            lay.paragraph(value)
+        elif kind == "table":
+            _table(lay, value)
+        else:
+            raise ValueError(f"unknown block kind {kind!r}")
+        chapter_of_page[doc.page_count] = chapter  # the chapter a page ends in
+    lay.flush()
+    if header is not None:
+        font, last = _font(False), ""
+        for i, page in enumerate(doc):
+            last = chapter_of_page.get(i + 1, last)
+            text = f"{header} · {last}" if last else header
+            tw = pymupdf.TextWriter(page.rect, color=(0.35, 0.35, 0.35))
+            tw.append((MARGIN_L, MARGIN_T - 22), text, font=font, fontsize=FOOTER_SIZE)
+            tw.write_text(page)
+            page.draw_line((MARGIN_L, MARGIN_T - 16), (PAGE_W - MARGIN_R, MARGIN_T - 16), color=(0.6, 0.6, 0.6),
+                           width=0.5)
+    if footer is not None:
+        _footers(doc, footer)
+    return _finish(doc, title)
+
+
 # --- broken and unusual files ------------------------------------------------
 
 _SAMPLE_TEXT = [

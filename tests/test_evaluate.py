@@ -29,6 +29,7 @@ def test_metric_hand_computed():
     assert m["answer_accuracy"] == pytest.approx(2 / 4)
     assert m["doc_accuracy"] == pytest.approx(2 / 4)
     assert m["page_proximity"] == pytest.approx((1 + 0.8) / 4)
+    assert m["page@1"] == pytest.approx(1 / 4)  # exact page in the right document: only the first row
     assert m["score"] == pytest.approx((1.0 + 0.45 + 0.5 + 0.0) / 4)
 
 

@@ -64,6 +64,18 @@ def test_clean_pages_drops_running_lines_only():
     assert out == [f"Це {w} розділ тексту" for w in words]
 
 
+def test_clean_pages_keeps_templated_clauses_when_only_edges_can_run():
+    """A rulebook clause differing only in numbers repeats on every page; with edge_lines it is kept."""
+    pages = [f"Регламент змагань 2027\nСтаття {i}. Першість з виду {i}\n{i}.1. Терміни проведення: травень\n"
+             f"{i}.2. Стартовий внесок становить {i}00 грн.\n{i}.3. Ще один пункт\n{i}.4. Останній пункт\n"
+             f"сторінка {i} з 5" for i in range(1, 6)]
+    old = _clean_pages(pages, 0.6)  # any line may be a running one: the clause is lost with the header
+    assert not any("Стартовий внесок" in p for p in old)
+    new = _clean_pages(pages, 0.6, edge_lines=2)
+    assert all(f"{i}.2. Стартовий внесок становить {i}00 грн." in p for i, p in enumerate(new, 1))
+    assert not any("Регламент змагань" in p or "сторінка" in p for p in new)
+
+
 # ---- OCR of scanned pages ---------------------------------------------------------------
 def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text.lower())

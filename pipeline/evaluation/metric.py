@@ -31,8 +31,9 @@ def metrics(rows: list[dict]) -> dict:
     doc = sum(r["pred_doc"] == r["gold_doc"] for r in rows) / n
     page = sum(page_proximity(r["pred_doc"], r["pred_page"], r["gold_doc"], r["gold_page"], r["gold_n_pages"])
                for r in rows) / n
+    exact = sum(r["pred_doc"] == r["gold_doc"] and r["pred_page"] == r["gold_page"] for r in rows) / n
     return {"n": n, "score": 0.5 * ans + 0.25 * doc + 0.25 * page, "answer_accuracy": ans,
-            "doc_accuracy": doc, "page_proximity": page}
+            "doc_accuracy": doc, "page_proximity": page, "page@1": exact}
 
 
 def gold_rank(cands: list[Candidate], q: Question) -> int | None:

@@ -51,6 +51,7 @@ class Indexer:
         self._check_room(name)
         say("parse", 0.0)
         doc = parse_pdf(data, name, max_pages=s.max_pages, repeated_line_share=s.repeated_line_share,
+                        edge_lines=s.running_edge_lines,
                         ocr=s.ocr, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, deadline=deadline,
                         max_page_content_mb=s.max_page_content_mb)
         say("chunk", 0.3)
