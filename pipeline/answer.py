@@ -18,7 +18,9 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -98,12 +100,39 @@ class Scores:
     option: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
     seconds: float = 0.0
+    features: dict = field(default_factory=dict)  # the calibrated scorer's raw per-option features
 
 
 class Answerer(ABC):
     @abstractmethod
     def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
         """Probabilities of the six options; ``scorer`` overrides the profile's."""
+
+
+@contextmanager
+def _no_amx(llama_cpp):
+    """Load without ggml's extra weight buffers (AMX, repacking) on a CPU that reports AMX tiles.
+
+    A llama.cpp built with GGML_NATIVE on an AMX CPU runs its matrix products on AMX tiles, and a virtual
+    machine that does not enable them faults (general protection fault in ``ldtilecfg``, a segfault in
+    Python). ``PDFQA_LLAMA_EXTRA_BUFFERS=1`` keeps them on where the tiles work.
+    """
+    amx = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+    if not amx or os.environ.get("PDFQA_LLAMA_EXTRA_BUFFERS") == "1":
+        yield
+        return
+    orig = llama_cpp.llama_model_default_params
+
+    def params():
+        p = orig()
+        p.use_extra_bufts = False
+        return p
+
+    llama_cpp.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        llama_cpp.llama_model_default_params = orig
 
 
 class LlamaCppAnswerer(Answerer):
@@ -114,8 +143,9 @@ class LlamaCppAnswerer(Answerer):
 
         self.settings = settings
         threads = settings.n_threads or os.cpu_count() or 1
-        self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
-                                   n_batch=512, verbose=False)
+        with _no_amx(llama_cpp.llama_cpp):  # the module llama_cpp.Llama reads its defaults from
+            self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
+                                       n_batch=512, verbose=False)
         self._vocab = self.llm.n_vocab()
         self._lock = threading.Lock()
         ids = [self.llm.tokenize(f" {x}".encode(), add_bos=False) for x in LETTERS]
@@ -175,6 +205,10 @@ class LlamaCppAnswerer(Answerer):
         t0 = time.perf_counter()
         s = self.settings
         scorer = scorer or s.scorer
+        if scorer == "calibrated":  # the fitted combiner over per-option features (pipeline.combiner)
+            from .combiner import calibrated_scores
+
+            return calibrated_scores(self, q, evidence)
         terms = set(normalize(" ".join([q.text, *q.options]), "prefix6"))
         with self._lock:
             passages = [self.fit(passage_text(c), s.passage_tokens, terms) for c in evidence]

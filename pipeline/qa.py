@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from .answer import LETTERS, Answerer, make_answerer
+from .combiner import not_in_documents
 from .embedders import Embedder, make_embedder
 from .index import DocInfo, Library, Progress
 from .rerank import make_reranker
@@ -107,6 +108,10 @@ class Pipeline:
         timings["answer"] = scores.seconds
         details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
                    "retrieved": retrieved, "retried": False}
+        if scores.features:  # the calibrated scorer's raw per-option features
+            details["features"] = scores.features
+        if s.embedder == "e5":  # "the answer may not be in your documents" (fitted on e5 retrieval scores)
+            details.update(not_in_documents(self.library, q, reranked, evidence))
         probs = scores.probabilities
         if s.retry_below and max(probs.values()) < s.retry_below and len(reranked) > s.top_k_answer:
             wider = self.evidence(reranked, s.retry_top_k)

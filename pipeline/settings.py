@@ -63,7 +63,7 @@ class Settings(BaseSettings):
 
     # answering
     answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
-    scorer: Literal["letter", "option", "combined"] = "option"
+    scorer: Literal["letter", "option", "combined", "calibrated"] = "option"
     option_temperature: float = 0.2
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
