@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Callable
 
 from .backends.base import Answerer
+from .errors import BackendUnavailable
 from .settings import Settings
 from .text import normalize
 from .types import LETTERS, Answer, Candidate, Chunk, Question, chunk_id
-
 
 
 def evidence_page(c: Candidate, q: Question, letter: str | None) -> int:
@@ -48,20 +48,33 @@ def select_evidence(reranked: list[Candidate], k: int, neighbours: bool,
     return out
 
 
+def _score(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings):
+    """This pipeline's scorer (not the models'); ``calibrated`` combines per-option features (pipeline.combiner)."""
+    if s.scorer != "calibrated":
+        return answerer.score(q, chosen, scorer=s.scorer)
+    if not getattr(answerer, "per_option_features", False):
+        raise BackendUnavailable(f"the calibrated scorer needs the llama.cpp answerer, not {type(answerer).__name__}")
+    from .combiner import calibrated_scores
+
+    return calibrated_scores(answerer, q, chosen)
+
+
 def answer(q: Question, retrieved: list[Candidate], reranked: list[Candidate], timings: dict[str, float],
            answerer: Answerer, settings: Settings, evidence: Callable[[list[Candidate], int], list[Candidate]]
            ) -> Answer:
     """The answer from the retrieval and reranking stages' candidates (``evidence(reranked, k)`` picks the chunks)."""
     s = settings
     chosen = evidence(reranked, s.top_k_answer)
-    scores = answerer.score(q, chosen, scorer=s.scorer)  # this pipeline's scorer, not the models'
+    scores = _score(answerer, q, chosen, s)
     timings["answer"] = scores.seconds
     details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
                "retrieved": retrieved, "retried": False}
+    if scores.features:
+        details["features"] = scores.features
     probs = scores.probabilities
     if s.retry_below and max(probs.values()) < s.retry_below and len(reranked) > s.top_k_answer:
         wider = evidence(reranked, s.retry_top_k)
-        again = answerer.score(q, wider, scorer=s.scorer)
+        again = _score(answerer, q, wider, s)
         timings["answer_retry"] = again.seconds
         details["retried"] = True
         if max(again.probabilities.values()) > max(probs.values()):

@@ -13,6 +13,7 @@ from . import answer as answering
 from .backends.registry import Models
 from .errors import EmptyLibrary
 from .index import DocInfo, Library, Progress
+from .combiner import not_in_documents
 from .pages import rescore_pages
 from .rerank import make_reranker, rerank
 from .retrieval import Retriever
@@ -55,4 +56,7 @@ class Pipeline:
         """The answer from ``retrieve``'s candidates (a model server's failure: ``errors.BackendError``)."""
         if not reranked:
             raise EmptyLibrary("nothing was retrieved for this question: is the library empty?")
-        return answering.answer(q, retrieved, reranked, timings, self.models.answerer, self.settings, self.evidence)
+        a = answering.answer(q, retrieved, reranked, timings, self.models.answerer, self.settings, self.evidence)
+        if self.settings.embedder == "e5":  # "the answer may not be in your documents" (fitted on e5's scores)
+            a.details.update(not_in_documents(self.library, q, reranked, a.evidence))
+        return a

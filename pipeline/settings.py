@@ -99,7 +99,7 @@ class Settings(BaseSettings):
     page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
 
     # ---- answering (continued) ----
-    scorer: Literal["letter", "option", "combined"] = "option"
+    scorer: Literal["letter", "option", "combined", "calibrated"] = "option"  # calibrated: pipeline/combiner.py
     option_temperature: float = 0.2
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores

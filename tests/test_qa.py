@@ -49,3 +49,18 @@ def test_answers_with_document_and_page(pipe, manual_pdf, q, letter, phrase):
 def test_empty_library_says_so(tmp_path, models):
     with pytest.raises(EmptyLibrary, match="empty"):
         Pipeline(load_settings(), root=tmp_path, models=models).ask(CASES[0][0])
+
+
+def test_not_in_documents_flag(pipe):
+    """Fires for a question about a document the library lacks, not for one about a document it holds."""
+    from pipeline.combiner import not_in_documents
+
+    absent = Question("absent", "Яку максимальну швидкість розвиває електросамокат «Вітерець-3» з батареєю 10 А·год?",
+                      ["15 км/год", "20 км/год", "25 км/год", "30 км/год", "35 км/год", "40 км/год"])
+    flags = {}
+    for q in (CASES[0][0], absent):
+        _, reranked, _ = pipe.retrieve(q)
+        flags[q.qid] = not_in_documents(pipe.library, q, reranked, pipe.evidence(reranked, 2))
+    assert flags["absent"]["not_in_documents"] is True, flags
+    assert flags["warranty"]["not_in_documents"] is False, flags
+    assert flags["absent"]["not_in_documents_score"] > flags["warranty"]["not_in_documents_score"]

@@ -58,6 +58,7 @@ class Scores:
     option: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
     seconds: float = 0.0
+    features: dict = field(default_factory=dict)  # the calibrated scorer's raw per-option features
 
 
 class Answerer(ABC):

@@ -77,6 +77,8 @@ def extra_buffers(on: bool):
 class LlamaCppAnswerer(Answerer):
     """A GGUF chat model through llama-cpp-python (Qwen ChatML prompt format)."""
 
+    per_option_features = True  # pipeline.answer_features reads its cached prefix (the calibrated scorer)
+
     def __init__(self, model_path: str, settings: Settings):
         import llama_cpp
 

@@ -88,6 +88,8 @@ def _predict(pipe: Pipeline, q: Question, rec: TraceRecord, answer: bool) -> Non
                    letter_probs=a.details["letter"], option_probs=a.details["option"],
                    prompt_tokens=a.details["prompt_tokens"], retried=a.details["retried"],
                    evidence=[c.chunk.chunk_id for c in a.evidence])
+        rec.update({k: a.details[k] for k in ("features", "not_in_documents", "not_in_documents_score",
+                                              "flag_features") if k in a.details})
 
 
 def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None, answer: bool = True,

@@ -1,0 +1,169 @@
+"""Per-option evidence features for the answer combiner (``pipeline.combiner``).
+
+Everything the LLM computes reuses one cached prompt prefix. Groups (each costs
+only its own tail once the shared passages + question are in the cache):
+
+* ``neutral`` — each option's log-likelihood after the question *without*
+  passages (evaluated first: it is short, and its system prompt is the shared
+  prompt's first tokens, so the passage prompt reuses it);
+* ``option`` — each option's log-likelihood after passages + question (the
+  ``option`` scorer's numbers), mean and sum over its tokens;
+* ``letter`` — the probabilities of " A" … " F" after the lettered options,
+  for cyclic shifts of the option order (a shift ``s`` shows option ``i`` at
+  position ``(i + s) % 6``), mapped back to the options;
+* ``verify`` — for each option stated as the answer, log p(Так) − log p(Ні)
+  ("do the passages support this answer?");
+* ``support`` — lexical support of each option in the evidence (no LLM):
+  the share of the option's words found in the passages, and BM25 of the
+  option's words against the evidence chunks.
+
+Nothing here is keyed to a domain: the prompts are generic.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .prompts import OPTION_TAIL, SYSTEM, passage_text
+from .text import normalize, words
+from .types import LETTERS, Candidate, Question
+
+GROUPS = ("neutral", "option", "letter", "verify", "support")
+NEG = -1e9
+
+VERIFY_TAIL = ("\n\nЧи підтверджують фрагменти, що правильна відповідь на запитання саме така? "
+               "Відповідай лише «Так» або «Ні».\nВідповідь: {option}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def neutral_prompt(q: Question) -> str:
+    """The question without passages: what the option's wording alone is worth."""
+    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nЗапитання: {q.text.strip()}"
+            f"{OPTION_TAIL}")
+
+
+def shifted_tail(q: Question, shift: int) -> tuple[str, list[int]]:
+    """The lettered-options tail with option ``i`` shown at ``(i + shift) % 6``; ``order[pos]`` = option index."""
+    order = [(pos - shift) % 6 for pos in range(6)]
+    opts = "\n".join(f"{LETTERS[pos]}. {q.options[i].strip()}" for pos, i in enumerate(order))
+    return (f"\n\nВаріанти відповіді:\n{opts}\n\nОбери один правильний варіант і відповідай лише його літерою."
+            f"<|im_end|>\n<|im_start|>assistant\nВідповідь:"), order
+
+
+def _continuation(ans, n_past: int, first: np.ndarray, toks: list[int]) -> list[float]:
+    """Log-probabilities of ``toks`` after the first ``n_past`` cached tokens (the cache is rewound after)."""
+    llm = ans.llm
+    lps = [float(first[toks[0]])]
+    if len(toks) > 1:
+        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        llm._batch.set_batch(batch=toks[:-1], n_past=n_past, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        rows = ans._logits(len(toks) - 1)
+        lps += [float(row[t]) for row, t in zip(rows, toks[1:])]
+    llm.n_tokens = n_past
+    return lps
+
+
+def _option_lps(ans, prompt: list[int], q: Question) -> list[list[float]]:
+    first = ans._eval(prompt)
+    out = []
+    for o in q.options:
+        ot = ans._tok(" " + o.strip())[:64] if o.strip() else []
+        out.append(_continuation(ans, len(prompt), first, ot) if ot else [])
+    return out
+
+
+def _yes_no_ids(ans) -> tuple[list[int], list[int]]:
+    if not hasattr(ans, "_yes_no"):
+        def first(words):
+            return sorted({ans._tok(w)[0] for w in words})
+        ans._yes_no = (first(["Так", "так", " Так"]), first(["Ні", "ні", " Ні"]))
+    return ans._yes_no
+
+
+def llm_features(ans, q: Question, evidence: list[Candidate], groups=GROUPS, shifts=(0, 3)) -> tuple[dict, dict]:
+    """Raw per-option LLM features and the seconds each group took (``ans``: a ``LlamaCppAnswerer``).
+
+    The caller holds ``ans._lock``. Lists are per option (A–F); an empty option gets ``None``/NEG.
+    """
+    s = ans.settings
+    f: dict = {}
+    secs: dict = {}
+    terms = set(normalize(" ".join([q.text, *q.options]), "prefix6"))
+    if "neutral" in groups:
+        t = time.perf_counter()
+        lps = _option_lps(ans, ans._tok(neutral_prompt(q), special=True), q)
+        f["neutral_sum"] = [float(np.sum(x)) if x else None for x in lps]
+        secs["neutral"] = time.perf_counter() - t
+    if not set(groups) - {"neutral", "support"}:
+        return f, secs
+    t = time.perf_counter()
+    passages = [ans.fit(passage_text(c), s.passage_tokens, terms) for c in evidence]
+    shared = ans.prompt_tokens(q, passages)
+    f["prompt_tokens"] = len(shared)
+    opt_prompt = shared + ans._tok(OPTION_TAIL, special=True)
+    ans._eval(opt_prompt[:-1])  # the prefix alone, timed apart from the option tails
+    secs["prefix"] = time.perf_counter() - t
+    if "option" in groups:
+        t = time.perf_counter()
+        lps = _option_lps(ans, opt_prompt, q)
+        f["option_mean"] = [float(np.mean(x)) if x else None for x in lps]
+        f["option_sum"] = [float(np.sum(x)) if x else None for x in lps]
+        f["option_ntok"] = [len(x) for x in lps]
+        secs["option"] = time.perf_counter() - t
+    if "verify" in groups:
+        t = time.perf_counter()
+        yes, no = _yes_no_ids(ans)
+        v = []
+        for o in q.options:
+            if not o.strip():
+                v.append(None)
+                continue
+            lp = ans._eval(shared + ans._tok(VERIFY_TAIL.format(option=o.strip()), special=True))
+            v.append(float(np.logaddexp.reduce(lp[yes]) - np.logaddexp.reduce(lp[no])))
+        f["verify"] = v
+        secs["verify"] = time.perf_counter() - t
+    if "letter" in groups:
+        t = time.perf_counter()
+        by_shift = {}
+        for sh in shifts:
+            tail, order = shifted_tail(q, sh)
+            lp = ans._eval(shared + ans._tok(tail, special=True))[ans.letter_ids]
+            lp = lp - np.logaddexp.reduce(lp)  # log-probs over the six letters, by position
+            by_shift[str(sh)] = [float(x) for x in lp]  # position -> log p
+        f["letter_pos"] = by_shift
+        secs["letter"] = time.perf_counter() - t
+    return f, secs
+
+
+def _stems(text: str) -> set[str]:
+    """Words cut to 4 characters (5 for long words): inflected forms of one word share a stem."""
+    return {w[:5] if len(w) > 8 else w[:4] for w in words(text)}
+
+
+def support_features(library, q: Question, evidence: list[Candidate], norm: str = "prefix6") -> dict:
+    """Lexical support of each option in the evidence passages (no LLM; BM25 only with a ``library``)."""
+    text = " ".join(f"{c.chunk.heading} {c.chunk.body}" for c in evidence)
+    have = _stems(text)
+    ids = [c.chunk.chunk_id for c in evidence]
+    cov, bm = [], []
+    for o in q.options:
+        st = _stems(o)
+        ws = set(normalize(o, norm))
+        cov.append(len(st & have) / len(st) if st else 0.0)
+        if ws and library is not None:
+            sc = library.lexical_scores(o)
+            bm.append(max(sc.get(i, 0.0) for i in ids))
+        else:
+            bm.append(0.0)
+    return {"support_cov": cov, "support_bm25": bm}
+
+
+def letter_debiased(letter_pos: dict, prior: np.ndarray | None = None) -> np.ndarray:
+    """Per-option mean log-probability over the shifts (minus the position prior, if given)."""
+    out = np.zeros(6)
+    for sh, lp in letter_pos.items():
+        lp = np.asarray(lp) - (prior if prior is not None else 0.0)
+        for i in range(6):
+            out[i] += lp[(i + int(sh)) % 6]
+    return out / max(1, len(letter_pos))

@@ -1,0 +1,52 @@
+"""Per-option features and the calibrated scorer, with the real shipped model."""
+import numpy as np
+
+from pipeline.answer_features import letter_debiased, llm_features, support_features
+from pipeline.types import Candidate, Chunk, Question
+
+
+def cand(body, rank=1):
+    return Candidate(Chunk(f"d:{rank}", "d", "d.pdf", rank, "Розділ", body, "Інструкція", [(1, 0, len(body))]), {}, rank)
+
+
+Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
+             ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"])
+TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
+
+# The right option is worded rarely ("щоквартально" for the text's "раз на квартал"); the distractors are
+# common words. Measured: option likelihood alone picks "ніколи" here (the commonest wording).
+RARE = Question("2", "Як часто замінюють фільтр очищувача «Бриз-4»?",
+                ["щодня", "щотижня", "щоквартально", "щороку", "ніколи", "після кожного вмикання"])
+RARE_TEXT = "Фільтр очищувача «Бриз-4» замінюють раз на квартал; корпус протирають сухою серветкою."
+
+
+def test_every_group_points_at_a_stated_fact(models):
+    ans = models.answerer
+    with ans._lock:
+        f, secs = llm_features(ans, Q, [cand(TEXT)], shifts=(0, 3))
+    assert {"neutral", "prefix", "option", "verify", "letter"} <= set(secs)
+    assert int(np.argmax(f["option_mean"])) == 4
+    assert int(np.argmax(letter_debiased(f["letter_pos"]))) == 4  # both shifts, mapped back to the options
+    assert int(np.argmax(f["verify"])) == 4
+    assert len(f["neutral_sum"]) == 6 and all(x < 0 for x in f["neutral_sum"])
+    s = support_features(None, Q, [cand(TEXT)])
+    assert int(np.argmax(s["support_cov"])) == 4  # "жовтого" and "жовтий" share a stem
+
+
+def test_default_scorer_finds_a_rarely_worded_answer(models):
+    s = models.answerer.score(RARE, [cand(RARE_TEXT)])  # the profile's default scorer
+    assert max(s.probabilities, key=s.probabilities.get) == "C", s.probabilities
+    assert np.isclose(sum(s.probabilities.values()), 1)
+
+
+def test_calibrated_probabilities_are_not_one_by_construction(models):
+    s = models.answerer.score(Q, [cand(TEXT)], scorer="calibrated")
+    p = np.array(list(s.probabilities.values()))
+    assert max(s.probabilities, key=s.probabilities.get) == "E"
+    assert p.max() < 0.999 and p.min() > 0  # a fitted temperature, not a near-argmax softmax
+
+
+def test_calibrated_scorer_ignores_an_empty_option(models):
+    q = Question("3", Q.text, ["синього", "", "зеленого", "", "жовтого", ""])
+    s = models.answerer.score(q, [cand(TEXT)], scorer="calibrated")
+    assert s.probabilities["B"] == 0 and s.probabilities["D"] == 0 and max(s.probabilities, key=s.probabilities.get) == "E"

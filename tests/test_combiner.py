@@ -1,0 +1,64 @@
+"""The combiner's arithmetic (no model): conditional logit, temperature, ECE, features, the fitted file."""
+import numpy as np
+
+from pipeline import combiner as cb
+from pipeline.answer_features import letter_debiased, shifted_tail
+from pipeline.types import Question
+
+
+def synthetic(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    w = np.array([2.0, -1.0, 0.5])
+    X = rng.normal(size=(n, 6, 3))
+    M = np.ones((n, 6), bool)
+    M[:20, 5] = False  # some questions with an empty option F
+    y = np.array([rng.choice(6, p=cb.softmax_masked(x @ w, m)) for x, m in zip(X, M)])
+    return X, y, M, w
+
+
+def test_conditional_logit_recovers_shared_weights():
+    X, y, M, w = synthetic()
+    got = cb.fit_clogit(X, y, M, l2=0.1)
+    assert np.allclose(got, w, atol=0.35), got
+
+
+def test_strong_regularisation_shrinks_weights():
+    X, y, M, _ = synthetic()
+    assert np.abs(cb.fit_clogit(X, y, M, l2=1e4)).max() < 0.1
+
+
+def test_temperature_undoes_an_overconfident_scale():
+    X, y, M, w = synthetic()
+    T = cb.fit_temperature(X @ w * 4, y, M)
+    assert 3.0 < T < 5.5
+
+
+def test_masked_option_gets_no_probability():
+    p = cb.softmax_masked(np.array([1.0, 2, 3, 4, 5, 99]), np.array([1, 1, 1, 1, 1, 0], bool))
+    assert p[5] == 0 and np.isclose(p.sum(), 1)
+
+
+def test_ece():
+    conf = np.full(100, 0.8)
+    assert np.isclose(cb.ece(conf, np.r_[np.ones(80), np.zeros(20)]), 0.0)
+    assert np.isclose(cb.ece(conf, np.ones(100)), 0.2)
+
+
+def test_shifted_letters_map_back_to_options():
+    q = Question("1", "?", list("abcdef"))
+    tail, order = shifted_tail(q, 2)
+    assert "C. a" in tail and "A. e" in tail and order[2] == 0
+    # position log-probs that favour position C under shift 2 favour option a (index 0)
+    lp = np.log(np.full(6, 0.02))
+    lp[2] = np.log(0.9)
+    assert int(np.argmax(letter_debiased({"2": lp.tolist()}))) == 0
+    # a constant position prior cancels out
+    assert np.allclose(letter_debiased({"0": lp.tolist()}, prior=lp), 0)
+
+
+def test_fitted_weights_file_is_usable():
+    m = cb.load_weights()
+    assert len(m["features"]) == len(m["weights"]) == len(m["mean"]) == len(m["scale"])
+    assert m["temperature"] > 0 and set(m["features"]) <= set(cb.GROUPS_FOR)
+    if m.get("flag"):
+        assert len(m["flag"]["features"]) == len(m["flag"]["weights"]) and 0 < m["flag"]["threshold"] < 1
