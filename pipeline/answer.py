@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,6 +107,33 @@ class Answerer(ABC):
         """Probabilities of the six options; ``scorer`` overrides the profile's."""
 
 
+@contextmanager
+def _without_extra_buffers(llama_cpp, off: bool):
+    """Load without ggml's extra CPU buffer types (AMX and weight repacking) when ``off``.
+
+    This llama.cpp build has AMX kernels (``AMX_INT8 = 1`` in its system info); on this project's
+    machines they crash the process (general protection fault at ``ldtilecfg`` in
+    ``ggml_backend_amx_mul_mat``) although the CPU lists ``amx_tile``. Without the extra buffer types
+    those kernels are never used (``settings.llama_extra_buffers`` turns them back on).
+    """
+    if not off:
+        yield
+        return
+    lib = llama_cpp.llama_cpp  # the module Llama() takes its default parameters from
+    default = lib.llama_model_default_params
+
+    def params():
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    lib.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        lib.llama_model_default_params = default
+
+
 class LlamaCppAnswerer(Answerer):
     """A GGUF chat model through llama-cpp-python (Qwen ChatML prompt format)."""
 
@@ -114,8 +142,9 @@ class LlamaCppAnswerer(Answerer):
 
         self.settings = settings
         threads = settings.n_threads or os.cpu_count() or 1
-        self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads, n_threads_batch=threads,
-                                   n_batch=512, verbose=False)
+        with _without_extra_buffers(llama_cpp, not settings.llama_extra_buffers):
+            self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads,
+                                       n_threads_batch=threads, n_batch=512, verbose=False)
         self._vocab = self.llm.n_vocab()
         self._lock = threading.Lock()
         ids = [self.llm.tokenize(f" {x}".encode(), add_bos=False) for x in LETTERS]

@@ -119,3 +119,9 @@ class Pipeline:
         top = reranked[0]
         return Answer(letter, probs, top.chunk.doc_name, top.chunk.doc_hash, evidence_page(top, q, letter),
                       reranked, evidence, timings, details)
+
+    def ask_free(self, text: str, qid: str = "ask"):
+        """A short answer to a question without options, or an abstention (``pipeline.freeform.FreeAnswer``)."""
+        from .freeform import answer_free
+
+        return answer_free(self, Question(qid, text, []))

@@ -67,9 +67,22 @@ class Settings(BaseSettings):
     option_temperature: float = 0.2
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
+    llama_extra_buffers: bool = False  # ggml's AMX/repack buffers: its AMX kernels crash here (pipeline.answer)
     passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4
+
+    # free-form answers: questions without options (pipeline.freeform; measured in bench/freeform.md)
+    free_mode: Literal["generate", "extract"] = "generate"  # greedy short answer, or the best-scoring span
+    free_preceding: bool = True  # each passage shown after the end of the passage before it
+    free_preceding_tokens: int = 160
+    free_retry_top_k: int = 10  # after an abstention, one retry with this many passages; 0 = off
+    free_retry_passage_tokens: int = 200  # each of those cut to this many tokens
+    free_verify: bool = True  # abstain when the model judges the answer unsupported by the passages
+    free_min_answerable: float = 0.5  # p("yes") to "do the passages answer the question?"
+    free_min_supported: float = 0.5  # p("yes") to "do the passages support this answer?"
+    free_min_grounding: float = 0.5  # share of the answer's content words found in the passages
+    free_max_tokens: int = 40
 
     # ---- GPU (vLLM in-process) and remote (OpenAI-compatible HTTP) backends; see docs/deploy.md ----
     # models: Hugging Face ids for vLLM, or the served model names for the remote backends
