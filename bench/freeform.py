@@ -31,7 +31,6 @@ import platform
 import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from pipeline.answer import LETTERS
@@ -139,21 +138,37 @@ def load_set(work: Path, every: int) -> list[tuple[Question, str]]:
     return out
 
 
+def table(results: dict[str, list[dict]], secs: dict[str, list[float]], head: str) -> str:
+    lines = [head, "",
+             "| variant | F1 | EM | abstained (answerable) | abstention recall (unanswerable) | abstention precision "
+             "| doc acc | page acc | p50 s/question |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in results.items():
+        m = free_metrics(rows)
+        lines.append(f"| {name} | {m.get('f1', 0):.3f} | {m.get('exact_match', 0):.3f} | "
+                     f"{m.get('abstained_answerable', 0):.3f} | {m.get('abstention_recall', 0):.3f} | "
+                     f"{m.get('abstention_precision', float('nan')):.3f} | {m.get('doc_accuracy', 0):.3f} | "
+                     f"{m.get('page_accuracy', 0):.3f} | {statistics.median(secs[name]):.1f} |")
+    return "\n".join(lines)
+
+
 def run(a) -> str:
+    """Question by question, every variant: a run stopped at any point leaves a table over the same questions."""
     items = load_set(a.work, a.every)
     base = load_settings(a.profile)
     models = Models(base)
+    variants = [(n, o) for n, o in VARIANTS if not a.only or n in a.only]
+    settings = {n: load_settings(a.profile, **o) for n, o in variants}
     pipes: dict[tuple, Pipeline] = {}
     cache = None
-    results = []
-    for name, over in VARIANTS:
-        if a.only and name not in a.only:
-            continue
-        s = load_settings(a.profile, **over)
-        rows, secs = [], []
-        t_run = time.perf_counter()
-        for i, (q, lib) in enumerate(items, 1):
-            key = (lib, s.model_dump_json())
+    results: dict[str, list[dict]] = {n: [] for n, _ in variants}
+    secs: dict[str, list[float]] = {n: [] for n, _ in variants}
+    (a.work / "results").mkdir(exist_ok=True)
+    log = open(a.work / "results" / "rows.jsonl", "w", encoding="utf-8")
+    out = ""
+    for i, (q, lib) in enumerate(items, 1):
+        for name, _ in variants:
+            s = settings[name]
+            key = (lib, name)
             if key not in pipes:
                 pipes[key] = Pipeline(s, root=a.work / f"lib-{lib}", models=models)
             pipe = pipes[key]
@@ -161,38 +176,26 @@ def run(a) -> str:
                 cache = ReadingCache(a.work / "readings.jsonl", free_reader(pipe))
             ans = answer_free(pipe, q, read=cache)
             t = ans.timings
-            secs.append(sum(v for k, v in t.items()))
-            rows.append({"pred": ans.text, "gold": q.gold_answer, "pred_doc": ans.doc_name if ans.text else None,
-                         "gold_doc": q.gold_doc, "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page,
-                         "qid": q.qid, "reasons": ans.reasons})
-            print(f"  [{name}] {i}/{len(items)} {q.qid}: {ans.text or '(not found)'} | gold: {q.gold_answer or '-'}"
-                  f" | {sum(t.values()):.1f}s (new readings so far: {cache.fresh})", flush=True)
-        m = free_metrics(rows)
-        m["p50_seconds"] = statistics.median(secs)
-        m["wall_seconds"] = time.perf_counter() - t_run
-        results.append((name, m))
-        (a.work / "results").mkdir(exist_ok=True)
-        (a.work / "results" / f"{name.split(' (')[0].replace(' ', '_')}.jsonl").write_text(
-            "\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
-        print(name, json.dumps(m), flush=True)
-    n_ans = sum(1 for q, _ in items if q.gold_answer)
-    head = (f"{n_ans} answerable + {len(items) - n_ans} unanswerable questions (every {a.every}. of "
-            f"{a.work / 'answerable.csv'})" if a.every > 1 else f"all {n_ans} + {len(items) - n_ans} questions")
-    lines = [head, "",
-             "| variant | F1 | EM | abstained (answerable) | abstention recall (unanswerable) | abstention precision "
-             "| doc acc | page acc | p50 s/question |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, m in results:
-        lines.append(f"| {name} | {m.get('f1', 0):.3f} | {m.get('exact_match', 0):.3f} | "
-                     f"{m.get('abstained_answerable', 0):.3f} | {m.get('abstention_recall', 0):.3f} | "
-                     f"{m.get('abstention_precision', float('nan')):.3f} | {m.get('doc_accuracy', 0):.3f} | "
-                     f"{m.get('page_accuracy', 0):.3f} | {m['p50_seconds']:.1f} |")
-    table = "\n".join(lines)
-    stamp = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
-             f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine: times are under load)")
-    (a.work / "table.md").write_text(f"{stamp}\n\n{table}\n", encoding="utf-8")
-    print(stamp)
-    print(table)
-    return table
+            secs[name].append(sum(t.values()))  # model seconds as measured when each reading was made
+            row = {"variant": name, "qid": q.qid, "pred": ans.text, "gold": q.gold_answer,
+                   "pred_doc": ans.doc_name if ans.text else None, "gold_doc": q.gold_doc,
+                   "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page, "reasons": ans.reasons,
+                   "seconds": secs[name][-1]}
+            results[name].append(row)
+            log.write(json.dumps(row, ensure_ascii=False) + "\n")
+            log.flush()
+            print(f"  {i}/{len(items)} [{name}] {q.qid}: {ans.text or '(not found)'} | gold: {q.gold_answer or '-'}"
+                  f" | {sum(t.values()):.1f}s (new readings: {cache.fresh})", flush=True)
+        n_ans = sum(1 for r in results[variants[0][0]] if r["gold"])
+        head = (f"{n_ans} answerable + {i - n_ans} unanswerable questions: every {a.every}. question of "
+                f"{a.work / 'answerable.csv'} ({len(items)} in the subset; {i} done)")
+        stamp = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+                 f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine: times are "
+                 f"under load)")
+        out = f"{stamp}\n\n{table(results, secs, head)}\n"
+        (a.work / "table.md").write_text(out, encoding="utf-8")
+    print(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,8 @@ import pytest
 
 from pipeline.evaluate import QuestionsError
 from pipeline.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
-from pipeline.freeform_eval import exact_match, free_metrics, norm_answer, read_free_questions, token_f1
+from pipeline.freeform_eval import (exact_match, free_metrics, norm_answer, read_free_questions, token_f1,
+                                    write_free_outputs)
 from pipeline.retrieval import query_text
 from pipeline.settings import load_settings
 from pipeline.types import Question
@@ -43,6 +44,14 @@ def test_reads_free_form_csv():
     assert qs[0].gold_answer is None  # no Answer column: nothing to score
     with pytest.raises(QuestionsError, match="Question_ID, Question"):
         read_free_questions("id,text\n1,x\n")
+
+
+def test_submission_has_empty_answer_for_abstentions(tmp_path):
+    traces = [{"Question_ID": "1", "answer": "36 місяців", "doc": "a.pdf", "page": 4},
+              {"Question_ID": "2", "answer": "", "abstained": True, "doc": "a.pdf", "page": 2}]
+    write_free_outputs(tmp_path, traces, {"n": 2})
+    assert (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines() == [
+        "Question_ID,Answer,Doc_ID,Page_Num", "1,36 місяців,a.pdf,4", "2,,,"]
 
 
 def test_query_without_options_is_the_question():
