@@ -163,7 +163,7 @@ def run(a) -> str:
     results: dict[str, list[dict]] = {n: [] for n, _ in variants}
     secs: dict[str, list[float]] = {n: [] for n, _ in variants}
     (a.work / "results").mkdir(exist_ok=True)
-    log = open(a.work / "results" / "rows.jsonl", "w", encoding="utf-8")
+    log = open(a.work / "results" / f"rows-{a.tag}.jsonl", "w", encoding="utf-8")
     out = ""
     for i, (q, lib) in enumerate(items, 1):
         for name, _ in variants:
@@ -198,6 +198,22 @@ def run(a) -> str:
     return out
 
 
+def table_from_rows(a) -> str:
+    """The table again from ``results/rows-*.jsonl`` (stopped or parallel runs), over the questions every variant did."""
+    rows = [json.loads(x) for f in sorted((a.work / "results").glob("rows*.jsonl"))
+            for x in f.read_text(encoding="utf-8").splitlines() if x]
+    by: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault(r["variant"], {})[r["qid"]] = r
+    done = set.intersection(*(set(v) for v in by.values()))
+    results = {n: [r for q, r in v.items() if q in done] for n, v in by.items()}
+    secs = {n: [r["seconds"] for r in rs] for n, rs in results.items()}
+    n_ans = sum(1 for r in next(iter(results.values())) if r["gold"])
+    out = table(results, secs, f"{n_ans} answerable + {len(done) - n_ans} unanswerable questions")
+    print(out)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.freeform", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -209,11 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="measure the full system and each idea switched off")
     r.add_argument("--every", type=int, default=1, help="every k-th question (1 = all)")
     r.add_argument("--only", action="append", default=[], help="only this variant (repeatable)")
-    for p in (b, r):
+    r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
+    t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
+    for p in (b, r, t):
         p.add_argument("--work", type=Path, default=Path("data/freeform"), help="where the CSVs and libraries live")
         p.add_argument("--profile", default=None)
     a = ap.parse_args(argv)
-    build(a) if a.cmd == "build" else run(a)
+    {"build": build, "run": run, "table": table_from_rows}[a.cmd](a)
     return 0
 
 

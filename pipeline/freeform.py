@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .answer import SYSTEM, fit_lines, passage_text
-from .text import normalize, words
+from .text import fold_homoglyphs, normalize, words
 from .types import Candidate, Question
 
 NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
@@ -78,8 +78,8 @@ def clean_answer(text: str) -> str:
 def grounding(answer: str, passages: list[str]) -> float:
     """Share of the answer's content words (6-character stems) that occur in the passages (1.0 if it has none
     and its text occurs verbatim); 0 when it holds a number that they do not."""
-    toks = set(normalize(answer, "prefix6"))
-    have = set(normalize("\n".join(passages), "prefix6"))
+    toks = set(normalize(fold_homoglyphs(answer), "prefix6"))
+    have = set(normalize(fold_homoglyphs("\n".join(passages)), "prefix6"))
     if not toks:
         return 1.0 if answer.strip() and answer.strip().lower() in "\n".join(passages).lower() else 0.0
     if any(t.isdigit() and t not in have for t in toks):  # a number the passages do not hold is never grounded

@@ -31,6 +31,7 @@ from .evaluate import QuestionsError, _page, _short, decode, index_folder
 from .freeform import FreeAnswer, answer_free
 from .qa import Pipeline
 from .settings import load_settings
+from .text import fold_homoglyphs
 from .types import Question
 
 REQUIRED = ["Question_ID", "Question"]
@@ -39,8 +40,9 @@ _APOS = re.compile(r"[’'ʼ`‘]")
 
 
 def norm_answer(text: str) -> str:
-    """Lower case, apostrophes unified (and dropped), punctuation to spaces, whitespace collapsed."""
-    t = unicodedata.normalize("NFC", text or "").lower()
+    """Lower case, apostrophes unified (and dropped), Latin look-alikes in Cyrillic words made Cyrillic,
+    punctuation to spaces, whitespace collapsed."""
+    t = fold_homoglyphs(unicodedata.normalize("NFC", text or "")).lower()
     t = _APOS.sub("", t)
     t = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in t)
     return " ".join(t.split())

@@ -15,6 +15,8 @@ def test_normalisation_unifies_apostrophes_case_and_punctuation():
     assert norm_answer("Внутрішньом’язово.") == norm_answer("внутрішньом'язово") == norm_answer("ВНУТРІШНЬОМʼЯЗОВО")
     assert norm_answer("«36 місяців», від дня продажу!") == "36 місяців від дня продажу"
     assert exact_match("Щотижня.", "щотижня") == 1.0 and exact_match("щодня", "щотижня") == 0.0
+    assert exact_match("вiд 2 до 3 днiв", "від 2 до 3 днів") == 1.0  # Latin "i" inside Cyrillic words (PDF text)
+    assert norm_answer("pH 7 i CO2") == "ph 7 i co2"  # Latin words stay Latin
 
 
 def test_token_f1():
@@ -62,6 +64,8 @@ def test_query_without_options_is_the_question():
 def test_grounding_and_spans():
     ps = ["Виробник надає гарантію на зволожувач строком 36 місяців від дня продажу. Інше речення тут."]
     assert grounding("36 місяців", ps) == 1.0 and grounding("два роки", ps) == 0.0
+    assert grounding("36 мiсяцiв", ps) == 1.0  # Latin look-alikes
+    assert grounding("12 місяців", ps) == 0.0  # a number the passages do not hold
     spans = candidate_spans(Question("q", "Яким є строк гарантії на зволожувач?", []), ps)
     assert spans[0].startswith("Виробник надає гарантію") and len(spans) >= 1
     assert is_refusal("Немає відповіді.") and is_refusal("") and not is_refusal("36 місяців")
