@@ -60,3 +60,9 @@ class Pipeline:
         if self.settings.embedder == "e5":  # "the answer may not be in your documents" (fitted on e5's scores)
             a.details.update(not_in_documents(self.library, q, reranked, a.evidence))
         return a
+
+    def ask_free(self, text: str, qid: str = "ask"):
+        """A short answer to a question without options, or an abstention (``pipeline.freeform.FreeAnswer``)."""
+        from .freeform import answer_free
+
+        return answer_free(self, Question(qid, text, []))

@@ -109,6 +109,18 @@ class Settings(BaseSettings):
     retry_top_k: int = 4
     think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
 
+    # ---- free-form answers: questions without options (pipeline.freeform; measured in bench/freeform.md) ----
+    free_mode: Literal["generate", "extract"] = "generate"  # greedy short answer, or the best-scoring span
+    free_preceding: bool = True  # each passage shown after the end of the passage before it
+    free_preceding_tokens: int = 160
+    free_retry_top_k: int = 10  # after an abstention, one retry with this many passages; 0 = off
+    free_retry_passage_tokens: int = 200  # each of those cut to this many tokens
+    free_verify: bool = True  # abstain when the model judges the answer unsupported by the passages
+    free_min_answerable: float = 0.5  # p("yes") to "do the passages answer the question?"
+    free_min_supported: float = 0.5  # p("yes") to "do the passages support this answer?"
+    free_min_grounding: float = 0.5  # share of the answer's content words found in the passages
+    free_max_tokens: int = 40
+
     # ---- the GPU and remote models, per role (read them through ``role()``); see docs/deploy.md ----
     # Hugging Face ids for vLLM, or the served model names for the remote backends
     embed_model: str = "Qwen/Qwen3-Embedding-0.6B"

@@ -39,3 +39,12 @@ def normalize(text: str, mode: str = "lemma") -> list[str]:
     if mode == "lemma":
         return [_lemma(w) for w in ws]
     return ws
+
+
+_LATIN_LOOKALIKE = str.maketrans("aceiopxyACEIOPXYKMHTB", "асеіорхуАСЕІОРХУКМНТВ")
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
+
+
+def fold_homoglyphs(text: str) -> str:
+    """Latin look-alike letters inside Cyrillic words made Cyrillic (PDFs often mix them: "лiкування")."""
+    return _WORD.sub(lambda m: m[0].translate(_LATIN_LOOKALIKE) if _CYRILLIC.search(m[0]) else m[0], text)

@@ -1,0 +1,240 @@
+"""Free-form questions: build the test set from a six-option CSV, then measure (one command each).
+
+    python -m bench.freeform build --questions ../shared/unlp/questions.csv --pdfs ../shared/unlp/pdfs
+    python -m bench.freeform run --every 6          # every 6th question: 29 answerable + 29 unanswerable
+    python -m bench.freeform run                    # all 170 + 170
+
+``build`` writes ``answerable.csv`` (the correct option's text as the gold
+answer, with its Doc_ID and Page_Num) and ``unanswerable.csv`` (the same
+questions, empty Answer, a ``Library`` column), and builds three libraries under
+``--work``: ``lib-full`` (every PDF), ``lib-half-a`` and ``lib-half-b`` (the PDFs in
+sorted order, alternately; built by copying the full library's chunks and
+vectors, no re-embedding). Each unanswerable question is asked of the half
+that lacks its gold document; the answerable ones of the full library.
+
+``run`` answers the set with the full system and with each of its four ideas
+switched off (hybrid retrieval, preceding passages, the k=10 retry, the
+verification pass), plus the extractive mode. Every model reading is cached
+in ``<work>/readings.jsonl`` by (question, passages): a run is resumable, and
+variants that show the model the same passages reuse its reading (and its
+measured seconds). Prints the table and writes it to ``bench/freeform.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+from pipeline.backends.registry import Models
+from pipeline.evaluation.questions import read_questions
+from pipeline.evaluation.run import index_folder
+from pipeline.freeform import Reading, answer_free, free_reader
+from pipeline.freeform_eval import free_metrics, read_free_questions
+from pipeline.index import Library
+from pipeline.qa import Pipeline
+from pipeline.settings import load_settings
+from pipeline.types import LETTERS, Question
+
+HALVES = ("half-a", "half-b")
+VARIANTS = [
+    ("full system (generative)", {}),
+    ("hybrid retrieval off (dense only)", {"retrieval": "dense"}),
+    ("preceding passage off", {"free_preceding": False}),
+    ("retry with k=10 off", {"free_retry_top_k": 0}),
+    ("verification off", {"free_verify": False}),
+    ("extractive instead of generative", {"free_mode": "extract"}),
+]
+
+
+# ---- build -------------------------------------------------------------------
+def copy_documents(src: Library, dst: Library, hashes: set[str]) -> None:
+    """Copy documents (rows, vectors, stored PDFs) from one library to another with the same settings."""
+    have = {d.doc_hash for d in dst.documents()}
+    for h in sorted(hashes - have):
+        got = src._col.get(where={"doc_hash": h}, include=["embeddings", "metadatas"])
+        dst._col.upsert(ids=got["ids"], embeddings=[list(map(float, e)) for e in got["embeddings"]],
+                        metadatas=got["metadatas"])
+        dst._files.mkdir(exist_ok=True)
+        shutil.copyfile(src.pdf_path(h), dst.pdf_path(h))
+        with dst._db:
+            for table in ("pages", "chunks", "documents"):
+                rows = src._db.execute(f"SELECT * FROM {table} WHERE doc_hash=?", (h,)).fetchall()
+                if rows:
+                    marks = ",".join("?" * len(rows[0]))
+                    dst._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", rows)
+        dst._bm25 = None
+
+
+def build(a) -> None:
+    questions, problems = read_questions(a.questions.read_bytes())
+    for p in problems:
+        print(f"warning: {p}", file=sys.stderr)
+    pdfs = sorted(p for p in a.pdfs.iterdir() if p.suffix.lower() == ".pdf")[: a.docs or None]
+    half = {p.name: HALVES[i % 2] for i, p in enumerate(pdfs)}
+    a.work.mkdir(parents=True, exist_ok=True)
+    gold = [q for q in questions if q.gold_answer and q.gold_doc in half]
+    with open(a.work / "answerable.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["Question_ID", "Question", "Answer", "Doc_ID", "Page_Num"])
+        for q in gold:
+            w.writerow([q.qid, q.text, q.options[LETTERS.index(q.gold_answer)], q.gold_doc, q.gold_page or ""])
+    with open(a.work / "unanswerable.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["Question_ID", "Question", "Answer", "Library"])
+        for q in gold:  # asked of the half without its gold document
+            w.writerow([f"u{q.qid}", q.text, "", HALVES[1 - HALVES.index(half[q.gold_doc])]])
+    print(f"{len(gold)} answerable + {len(gold)} unanswerable questions in {a.work}")
+    settings = load_settings(a.profile)
+    models = Models(settings)
+    full = Pipeline(settings, root=a.work / "lib-full", models=models)
+    report = index_folder(full.indexer, pdfs)
+    print(f"full library: {len(report['indexed'])} PDFs ({report['seconds']:.0f}s), {len(report['failed'])} failed")
+    names = {d.name: d.doc_hash for d in full.library.documents()}
+    for h in HALVES:
+        lib = Library(a.work / f"lib-{h}", models.embedder, settings)
+        copy_documents(full.library, lib, {names[n] for n, x in half.items() if x == h and n in names})
+        print(f"{h}: {len(lib.documents())} PDFs")
+        lib.close()
+
+
+# ---- run ---------------------------------------------------------------------
+class ReadingCache:
+    def __init__(self, path: Path, reader):
+        self.path, self.reader, self.fresh = path, reader, 0
+        self.items: dict[str, dict] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    d = json.loads(line)
+                    self.items[d.pop("key")] = d
+
+    def __call__(self, q: Question, passages: list[str]) -> Reading:
+        key = hashlib.sha1("\x00".join([q.text, *passages]).encode()).hexdigest()
+        if key not in self.items:
+            r = self.reader.read(q, passages, extract=True)  # both modes from one reading
+            self.items[key] = r.to_dict()
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"key": key, **r.to_dict()}, ensure_ascii=False) + "\n")
+            self.fresh += 1
+        return Reading(**self.items[key])
+
+
+def load_set(work: Path, every: int) -> list[tuple[Question, str]]:
+    """(question, library) pairs: every ``every``-th answerable question and its unanswerable copy."""
+    ans, _ = read_free_questions((work / "answerable.csv").read_bytes())
+    un, _ = read_free_questions((work / "unanswerable.csv").read_bytes())
+    with open(work / "unanswerable.csv", encoding="utf-8") as f:
+        lib_of = {r["Question_ID"]: r["Library"] for r in csv.DictReader(f)}
+    out = []
+    for qa_, qu in list(zip(ans, un))[::every]:
+        out += [(qa_, "full"), (qu, lib_of[qu.qid])]
+    return out
+
+
+def table(results: dict[str, list[dict]], secs: dict[str, list[float]], head: str) -> str:
+    lines = [head, "",
+             "| variant | F1 | EM | abstained (answerable) | abstention recall (unanswerable) | abstention precision "
+             "| doc acc | page acc | p50 s/question |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in results.items():
+        m = free_metrics(rows)
+        lines.append(f"| {name} | {m.get('f1', 0):.3f} | {m.get('exact_match', 0):.3f} | "
+                     f"{m.get('abstained_answerable', 0):.3f} | {m.get('abstention_recall', 0):.3f} | "
+                     f"{m.get('abstention_precision', float('nan')):.3f} | {m.get('doc_accuracy', 0):.3f} | "
+                     f"{m.get('page_accuracy', 0):.3f} | {statistics.median(secs[name]):.1f} |")
+    return "\n".join(lines)
+
+
+def run(a) -> str:
+    """Question by question, every variant: a run stopped at any point leaves a table over the same questions."""
+    items = load_set(a.work, a.every)
+    base = load_settings(a.profile)
+    models = Models(base)
+    variants = [(n, o) for n, o in VARIANTS if not a.only or n in a.only]
+    settings = {n: load_settings(a.profile, **o) for n, o in variants}
+    pipes: dict[tuple, Pipeline] = {}
+    cache = None
+    results: dict[str, list[dict]] = {n: [] for n, _ in variants}
+    secs: dict[str, list[float]] = {n: [] for n, _ in variants}
+    (a.work / "results").mkdir(exist_ok=True)
+    log = open(a.work / "results" / f"rows-{a.tag}.jsonl", "w", encoding="utf-8")
+    out = ""
+    for i, (q, lib) in enumerate(items, 1):
+        for name, _ in variants:
+            s = settings[name]
+            key = (lib, name)
+            if key not in pipes:
+                pipes[key] = Pipeline(s, root=a.work / f"lib-{lib}", models=models)
+            pipe = pipes[key]
+            if cache is None:
+                cache = ReadingCache(a.work / "readings.jsonl", free_reader(pipe))
+            ans = answer_free(pipe, q, read=cache)
+            t = ans.timings
+            secs[name].append(sum(t.values()))  # model seconds as measured when each reading was made
+            row = {"variant": name, "qid": q.qid, "pred": ans.text, "gold": q.gold_answer,
+                   "pred_doc": ans.doc_name if ans.text else None, "gold_doc": q.gold_doc,
+                   "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page, "reasons": ans.reasons,
+                   "seconds": secs[name][-1]}
+            results[name].append(row)
+            log.write(json.dumps(row, ensure_ascii=False) + "\n")
+            log.flush()
+            print(f"  {i}/{len(items)} [{name}] {q.qid}: {ans.text or '(not found)'} | gold: {q.gold_answer or '-'}"
+                  f" | {sum(t.values()):.1f}s (new readings: {cache.fresh})", flush=True)
+        n_ans = sum(1 for r in results[variants[0][0]] if r["gold"])
+        head = (f"{n_ans} answerable + {i - n_ans} unanswerable questions: every {a.every}. question of "
+                f"{a.work / 'answerable.csv'} ({len(items)} in the subset; {i} done)")
+        stamp = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+                 f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine: times are "
+                 f"under load)")
+        out = f"{stamp}\n\n{table(results, secs, head)}\n"
+        (a.work / "table.md").write_text(out, encoding="utf-8")
+    print(out)
+    return out
+
+
+def table_from_rows(a) -> str:
+    """The table again from ``results/rows-*.jsonl`` (stopped or parallel runs), over the questions every variant did."""
+    rows = [json.loads(x) for f in sorted((a.work / "results").glob("rows*.jsonl"))
+            for x in f.read_text(encoding="utf-8").splitlines() if x]
+    by: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault(r["variant"], {})[r["qid"]] = r
+    done = set.intersection(*(set(v) for v in by.values()))
+    results = {n: [r for q, r in v.items() if q in done] for n, v in by.items()}
+    secs = {n: [r["seconds"] for r in rs] for n, rs in results.items()}
+    n_ans = sum(1 for r in next(iter(results.values())) if r["gold"])
+    out = table(results, secs, f"{n_ans} answerable + {len(done) - n_ans} unanswerable questions")
+    print(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.freeform", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="write the free-form CSVs and build the libraries")
+    b.add_argument("--questions", type=Path, default=Path("../shared/unlp/questions.csv"))
+    b.add_argument("--pdfs", type=Path, default=Path("../shared/unlp/pdfs"))
+    b.add_argument("--docs", type=int, default=0, help="only the first N PDFs in sorted order, and their questions "
+                   "(0 = all)")
+    r = sub.add_parser("run", help="measure the full system and each idea switched off")
+    r.add_argument("--every", type=int, default=1, help="every k-th question (1 = all)")
+    r.add_argument("--only", action="append", default=[], help="only this variant (repeatable)")
+    r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
+    t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
+    for p in (b, r, t):
+        p.add_argument("--work", type=Path, default=Path("data/freeform"), help="where the CSVs and libraries live")
+        p.add_argument("--profile", default=None)
+    a = ap.parse_args(argv)
+    {"build": build, "run": run, "table": table_from_rows}[a.cmd](a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,343 @@
+"""Stage 6b — free-form answers: a short answer grounded in the passages, or an honest "not found".
+
+A question without options is retrieved and reranked with the question alone
+(``retrieval.query_text`` and the option-aware reranker both fall back to the
+question when there are no options). The answer model then reads the top
+passages once (system + passages + question, kept in its cache, as the option
+scorer does) and, on top of that cached prefix:
+
+* **generates** a short answer greedily (a phrase or one sentence), and
+* **extracts** the best-supported span: clauses of the passages' sentences that
+  share most words with the question, each scored by its mean log-probability
+  as the answer (like the option scorer);
+* judges whether the passages answer the question at all (p of "так" vs "ні");
+* **verifies** each answer: "do the passages support this answer?" (p of "так").
+
+``settings.free_mode`` says which answer is shown (chosen by measurement:
+``bench/freeform.md``). The answer is shown only when it is grounded (most of
+its content words occur in the passages), the model judges the passages to
+hold an answer, and (``free_verify``) the verification supports it; otherwise
+the result abstains and carries the closest passages. One retry with a wider
+set (``free_retry_top_k`` passages, each cut shorter) follows an abstention.
+``free_preceding`` adds each passage's preceding passage as context.
+
+Everything the model computes for one (question, passages) pair is a
+:class:`Reading` (plain data, cacheable); :func:`decide` turns readings into an
+answer, so the switches can be measured on one set of readings.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import BackendUnavailable
+from .prompts import SYSTEM, fit_lines, passage_text
+from .text import fold_homoglyphs, normalize, words
+from .types import Candidate, Question
+
+NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
+
+_ASSISTANT = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
+GEN_TAIL = ("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою фрагментів, "
+            "лише за тим, що в них сказано. Якщо у фрагментах відповіді немає, напиши: Немає відповіді."
+            + _ASSISTANT)
+ANSWERABLE_TAIL = ("\n\nЧи є у наведених фрагментах відповідь на це запитання? Відповідай лише «так» або «ні»."
+                   + _ASSISTANT)
+
+
+def verify_tail(answer: str) -> str:
+    return (f"\nЗапропонована відповідь: {answer.strip()}\n\nЧи підтверджують фрагменти, що ця відповідь на "
+            f"запитання правильна? Відповідай лише «так» або «ні»." + _ASSISTANT)
+
+
+_REFUSAL = re.compile(r"немає відповіді|не (?:зазнач|вказ|міст|згаду|наведен|описан)|немає (?:інформації|даних)|"
+                      r"інформації немає|невідомо|не можу відповісти", re.IGNORECASE)
+_SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
+_CLAUSE = re.compile(r"\s*[,:;()—–]\s*|\s+-\s+")
+
+
+def free_prompt(q: Question, passages: list[str]) -> str:
+    """System + numbered passages + the question (the cached prefix every tail is read after)."""
+    parts = ["Фрагменти документів:\n"]
+    parts += [f"[Фрагмент {i}]\n{p}\n" for i, p in enumerate(passages, 1)]
+    parts.append(f"Запитання: {q.text.strip()}")
+    return f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n" + "\n".join(parts)
+
+
+def is_refusal(text: str) -> bool:
+    return not text.strip() or bool(_REFUSAL.search(text))
+
+
+def clean_answer(text: str) -> str:
+    text = text.strip().strip("«»\"“”").strip()
+    return re.sub(r"\s+", " ", text)
+
+
+def grounding(answer: str, passages: list[str]) -> float:
+    """Share of the answer's content words (6-character stems) that occur in the passages (1.0 if it has none
+    and its text occurs verbatim); 0 when it holds a number that they do not."""
+    toks = set(normalize(fold_homoglyphs(answer), "prefix6"))
+    have = set(normalize(fold_homoglyphs("\n".join(passages)), "prefix6"))
+    if not toks:
+        return 1.0 if answer.strip() and answer.strip().lower() in "\n".join(passages).lower() else 0.0
+    if any(t.isdigit() and t not in have for t in toks):  # a number the passages do not hold is never grounded
+        return 0.0
+    return len(toks & have) / len(toks)
+
+
+def candidate_spans(q: Question, passages: list[str], n_sentences: int = 3, max_spans: int = 14,
+                    max_words: int = 25) -> list[str]:
+    """Extractive candidates: the sentences sharing most words with the question, and their clauses."""
+    terms = set(normalize(q.text, "prefix6"))
+    sents = [s.strip() for p in passages for s in _SENT.split(p) if len(words(s)) >= 1]
+    ranked = sorted(range(len(sents)), key=lambda i: (-len(terms & set(normalize(sents[i], "prefix6"))), i))
+    out: list[str] = []
+    for i in ranked[:n_sentences]:
+        s = sents[i].rstrip(".;")
+        pieces = [s] + [c for c in _CLAUSE.split(s) if c and c != s]
+        for c in pieces:
+            c = " ".join(c.split()[:max_words]).strip()
+            if words(c) and c not in out:
+                out.append(c)
+    return out[:max_spans]
+
+
+@dataclass
+class Reading:
+    """What the answer model said about one question over one set of passages."""
+    generated: str  # greedy short answer
+    extracted: str  # best-scoring candidate span ("" if none)
+    p_answerable: float  # p("так") to "do the passages answer the question?"
+    p_supported: dict[str, float]  # answer text -> p("так") to "do the passages support this answer?"
+    spans: dict[str, float] = field(default_factory=dict)  # candidate span -> mean log-probability
+    prompt_tokens: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class LlamaFreeReader:
+    """Readings from the llama.cpp answer model (``backends.llama_cpp.LlamaCppAnswerer``), its cache shared by all tails."""
+
+    def __init__(self, answerer, max_tokens: int = 40):
+        self.a, self.max_tokens = answerer, max_tokens
+        tok = self.a._tok
+        self.yes = sorted({tok(w)[0] for w in (" так", " Так", "так", "Так")})
+        self.no = sorted({tok(w)[0] for w in (" ні", " Ні", "ні", "Ні")})
+        self.stop = {self.a.llm.token_eos(), *tok("<|im_end|>", special=True), *tok("<|endoftext|>", special=True)}
+
+    def fit(self, q: Question, text: str, budget: int) -> str:
+        return self.a.fit(text, budget, set(normalize(q.text, "prefix6")))
+
+    def _p_yes(self, logp: np.ndarray) -> float:
+        y, n = np.logaddexp.reduce(logp[self.yes]), np.logaddexp.reduce(logp[self.no])
+        return float(1 / (1 + np.exp(n - y)))
+
+    def _generate(self, logp: np.ndarray) -> str:
+        llm, out = self.a.llm, []
+        for _ in range(self.max_tokens):
+            t = int(np.argmax(logp))
+            if t in self.stop:
+                break
+            out.append(t)
+            if "\n" in llm.detokenize(out).decode("utf-8", "ignore").strip():
+                break
+            llm.eval([t])
+            logp = self.a._logits()[0]
+        return clean_answer(llm.detokenize(out).decode("utf-8", "ignore").split("\n")[0])
+
+    def read(self, q: Question, passages: list[str], extract: bool = True) -> Reading:
+        t0 = time.perf_counter()
+        a = self.a
+        with a._lock:
+            prefix = a._tok(free_prompt(q, passages), special=True)
+            budget = a.settings.n_ctx - 160 - self.max_tokens
+            if len(prefix) > budget:  # keep the start (system, best passages); the question is re-added
+                tail = a._tok(f"\nЗапитання: {q.text.strip()}", special=True)
+                prefix = prefix[: budget - len(tail)] + tail
+            gen_prompt = prefix + a._tok(GEN_TAIL, special=True)
+            first = a._eval(gen_prompt)
+            spans: dict[str, float] = {}
+            if extract:
+                for s in candidate_spans(q, passages):
+                    toks = a._tok(" " + s)[:48]
+                    spans[s] = a._continuation(len(gen_prompt), first, toks)
+            a.llm.n_tokens = len(gen_prompt)
+            generated = self._generate(first)
+            p_ans = self._p_yes(a._eval(prefix + a._tok(ANSWERABLE_TAIL, special=True)))
+            extracted = max(spans, key=spans.get) if spans else ""
+            supported = {}
+            for ans in dict.fromkeys(x for x in (generated, extracted) if x and not is_refusal(x)):
+                supported[ans] = self._p_yes(a._eval(prefix + a._tok(verify_tail(ans), special=True)))
+        return Reading(generated, extracted, p_ans, supported, spans, len(prefix), time.perf_counter() - t0)
+
+
+# ---- from readings to an answer ------------------------------------------------
+@dataclass
+class Switches:
+    """The free-form settings that decide an answer from readings (``Settings.free_*``)."""
+    mode: str = "generate"  # or "extract"
+    verify: bool = True
+    retry_top_k: int = 10  # 0: no retry
+    min_answerable: float = 0.5
+    min_supported: float = 0.5
+    min_grounding: float = 0.5
+
+    @classmethod
+    def from_settings(cls, s) -> "Switches":
+        return cls(s.free_mode, s.free_verify, s.free_retry_top_k, s.free_min_answerable, s.free_min_supported,
+                   s.free_min_grounding)
+
+
+def decide(r: Reading, passages: list[str], sw: Switches) -> tuple[str, list[str], float]:
+    """The answer text ("" = abstain), the reasons for abstaining, and its grounding."""
+    text = r.generated if sw.mode == "generate" else r.extracted
+    reasons = []
+    if is_refusal(text):
+        reasons.append("the model found no answer")
+        return "", reasons, 0.0
+    g = grounding(text, passages)
+    if g < sw.min_grounding:
+        reasons.append(f"not grounded in the passages ({g:.2f} of its words)")
+    if r.p_answerable < sw.min_answerable:
+        reasons.append(f"the model judges the passages do not answer it (p={r.p_answerable:.2f})")
+    if sw.verify and r.p_supported.get(text, 0.0) < sw.min_supported:
+        reasons.append(f"verification: not supported (p={r.p_supported.get(text, 0.0):.2f})")
+    return ("" if reasons else text), reasons, g
+
+
+@dataclass
+class FreeAnswer:
+    """A free-form answer for the app and the batch.
+
+    ``text`` is the answer ("" when ``abstained``; the app then shows :data:`NOT_FOUND` and ``closest``).
+    ``evidence_chunk`` is the passage the answer is grounded in; ``doc_name``/``page`` locate it (for an
+    abstention: the top candidate's, as a pointer to the closest passage). ``grounding`` is the share of
+    the answer's content words found in the passages (an answer is never shown below ``free_min_grounding``).
+    """
+    text: str
+    abstained: bool
+    reasons: list[str]
+    doc_name: str | None
+    doc_hash: str | None
+    page: int | None
+    evidence_chunk: Candidate | None
+    evidence: list[Candidate]  # the passages the model read (with any preceding ones)
+    closest: list[Candidate]  # when abstaining: the passages it looked at, best first
+    candidates: list[Candidate]  # reranked
+    grounding: float
+    timings: dict[str, float]
+    details: dict = field(default_factory=dict)
+
+
+def answer_page(c: Candidate, q: Question, answer: str) -> int:
+    """The page of a chunk where the answer's (else the question's) words are."""
+    if len(c.chunk.spans) == 1:
+        return c.chunk.spans[0][0]
+    want = set(normalize(answer or q.text))
+    body, pos, best, best_n = c.chunk.body, 0, c.chunk.spans[0][0], -1
+    for page, s, e in c.chunk.spans:
+        part = body[pos: pos + (e - s)]
+        pos += (e - s) + 1
+        n = len(want & set(normalize(part)))
+        if n > best_n:
+            best, best_n = page, n
+    return best
+
+
+def with_preceding(library, top: list[Candidate]) -> list[tuple[Candidate, Candidate | None]]:
+    """Each passage with the passage before it in its document (None at a document's start or when already shown)."""
+    ids = {c.chunk.chunk_id for c in top}
+    out = []
+    for c in top:
+        prev = library.chunks([f"{c.chunk.doc_hash}:{c.chunk.index - 1}"]) if c.chunk.index > 0 else []
+        p = prev[0] if prev and prev[0].chunk_id not in ids else None
+        out.append((c, Candidate(p, {"preceding_of": float(c.rank)}, c.rank) if p else None))
+    return out
+
+
+def _before(prev: Candidate, cur: Candidate) -> str:
+    """The preceding chunk's text up to where the current chunk starts (chunks overlap)."""
+    body = prev.chunk.body
+    i = body.find(cur.chunk.body[:60].strip()) if cur.chunk.body.strip() else -1
+    return body[:i] if i > 0 else body
+
+
+def passages_for(reader: LlamaFreeReader, q: Question, top: list[Candidate], library, preceding: bool,
+                 passage_tokens: int, preceding_tokens: int) -> tuple[list[str], list[Candidate]]:
+    """Passage texts for the prompt (each with its preceding context when asked) and the chunks they show."""
+    texts, shown = [], []
+    pairs = with_preceding(library, top) if preceding else [(c, None) for c in top]
+    for c, prev in pairs:
+        body = reader.fit(q, passage_text(c), passage_tokens)
+        if prev is not None:
+            lines = [ln for ln in _before(prev, c).split("\n") if ln.strip()]
+            ctx = []
+            while lines and len(reader.a._tok("\n".join([lines[-1], *ctx]))) <= preceding_tokens:
+                ctx.insert(0, lines.pop())
+            if ctx:
+                body = "…\n" + "\n".join(ctx) + "\n" + body
+                shown.append(prev)
+        texts.append(body)
+        shown.append(c)
+    return texts, shown
+
+
+def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> tuple[Candidate, int]:
+    """The shown chunk that holds most of the answer's words (ties: the better ranked), and its page."""
+    if answer:
+        want = set(normalize(answer, "prefix6"))
+        best = max(shown, key=lambda c: (len(want & set(normalize(c.chunk.body, "prefix6"))), -c.rank,
+                                         "preceding_of" not in c.scores))
+        if want & set(normalize(best.chunk.body, "prefix6")):
+            return best, answer_page(best, q, answer)
+    return top, answer_page(top, q, "")
+
+
+def answer_free(pipe, q: Question, reader: LlamaFreeReader | None = None, read=None) -> FreeAnswer:
+    """The free-form answer to ``q`` (its options are ignored) from ``pipe``'s library.
+
+    ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark)."""
+    s = pipe.settings
+    if pipe.library.n_chunks() == 0:
+        raise ValueError("the library is empty: add PDFs first")
+    q = Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page)
+    retrieved, reranked, timings = pipe.retrieve(q)
+    if not reranked:
+        raise ValueError("nothing was retrieved for this question: is the library empty?")
+    reader = reader or free_reader(pipe)
+    read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free_mode == "extract"))
+    sw = Switches.from_settings(s)
+    tries = [(s.top_k_answer, s.passage_tokens)]
+    if sw.retry_top_k and sw.retry_top_k > s.top_k_answer:
+        tries.append((sw.retry_top_k, s.free_retry_passage_tokens))
+    details: dict = {"tries": [], "retrieved": retrieved}
+    for n, (k, budget) in enumerate(tries):
+        # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
+        texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,
+                                    s.free_preceding_tokens)
+        r = read(q, texts)
+        timings["answer" if n == 0 else "answer_retry"] = r.seconds
+        text, reasons, g = decide(r, texts, sw)
+        details["tries"].append({"k": k, "reading": r.to_dict(), "reasons": reasons, "grounding": g,
+                                 "shown": [c.chunk.chunk_id for c in shown]})
+        if text:
+            break
+    chunk, page = locate(text, q, shown, reranked[0])
+    return FreeAnswer(text, not text, reasons, chunk.chunk.doc_name, chunk.chunk.doc_hash, page,
+                      chunk if text else None, shown, [] if text else shown, reranked, g, timings, details)
+
+
+def free_reader(pipe) -> LlamaFreeReader:
+    """The reader over the pipeline's answer model (one per model, kept on it)."""
+    a = pipe.models.answerer
+    if not getattr(a, "per_option_features", False):
+        raise BackendUnavailable(f"free-form answers need the llama.cpp answer model; {type(a).__name__} "
+                                 "does not generate yet")
+    if getattr(a, "_free_reader", None) is None:
+        a._free_reader = LlamaFreeReader(a, pipe.settings.free_max_tokens)
+    return a._free_reader

@@ -1,0 +1,115 @@
+"""Free-form answers: metrics and CSV reading (no model), and the real CPU models on a generated manual."""
+import pymupdf
+import pytest
+
+from pipeline.errors import QuestionsError
+from pipeline.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
+from pipeline.freeform_eval import (exact_match, free_metrics, norm_answer, read_free_questions, token_f1,
+                                    write_free_outputs)
+from pipeline.retrieval import query_text
+from pipeline.settings import load_settings
+from pipeline.types import Question
+
+
+def test_normalisation_unifies_apostrophes_case_and_punctuation():
+    assert norm_answer("Внутрішньом’язово.") == norm_answer("внутрішньом'язово") == norm_answer("ВНУТРІШНЬОМʼЯЗОВО")
+    assert norm_answer("«36 місяців», від дня продажу!") == "36 місяців від дня продажу"
+    assert exact_match("Щотижня.", "щотижня") == 1.0 and exact_match("щодня", "щотижня") == 0.0
+    assert exact_match("вiд 2 до 3 днiв", "від 2 до 3 днів") == 1.0  # Latin "i" inside Cyrillic words (PDF text)
+    assert norm_answer("pH 7 i CO2") == "ph 7 i co2"  # Latin words stay Latin
+
+
+def test_token_f1():
+    assert token_f1("36 місяців", "36 місяців") == 1.0
+    assert token_f1("строком 36 місяців від дня продажу", "36 місяців") == pytest.approx(2 * (2 / 6) * 1 / (2 / 6 + 1))
+    assert token_f1("", "36 місяців") == 0.0 and token_f1("", "") == 1.0
+
+
+def test_metrics_count_abstentions():
+    rows = [{"pred": "36 місяців", "gold": "36 місяців", "pred_doc": "a.pdf", "gold_doc": "a.pdf", "pred_page": 4,
+             "gold_page": 4},
+            {"pred": "", "gold": "щотижня", "pred_doc": None, "gold_doc": "a.pdf", "pred_page": None, "gold_page": 3},
+            {"pred": "", "gold": ""}, {"pred": "щодня", "gold": ""}]
+    m = free_metrics(rows)
+    assert m["f1"] == 0.5 and m["exact_match"] == 0.5 and m["abstained_answerable"] == 0.5
+    assert m["abstention_recall"] == 0.5 and m["abstention_precision"] == 0.5
+    assert m["doc_accuracy"] == 0.5 and m["page_accuracy"] == 0.5
+
+
+def test_reads_free_form_csv():
+    qs, notes = read_free_questions("Question_ID;Question;Answer;Doc_ID;Page_Num\n1;Скільки?;36 місяців;a.pdf;4\n"
+                                    "2;Де?;;;\n;Без номера;x;;\n")
+    assert [(q.qid, q.gold_answer, q.gold_doc, q.gold_page, q.options) for q in qs] == [
+        ("1", "36 місяців", "a.pdf", 4, []), ("2", "", None, None, [])]
+    assert len(notes) == 1 and "no Question_ID" in notes[0]
+    qs, _ = read_free_questions("question_id,question\n7,Що?\n")
+    assert qs[0].gold_answer is None  # no Answer column: nothing to score
+    with pytest.raises(QuestionsError, match="Question_ID, Question"):
+        read_free_questions("id,text\n1,x\n")
+
+
+def test_submission_has_empty_answer_for_abstentions(tmp_path):
+    traces = [{"Question_ID": "1", "answer": "36 місяців", "doc": "a.pdf", "page": 4},
+              {"Question_ID": "2", "answer": "", "abstained": True, "doc": "a.pdf", "page": 2}]
+    write_free_outputs(tmp_path, traces, {"n": 2})
+    assert (tmp_path / "submission.csv").read_text(encoding="utf-8").splitlines() == [
+        "Question_ID,Answer,Doc_ID,Page_Num", "1,36 місяців,a.pdf,4", "2,,,"]
+
+
+def test_query_without_options_is_the_question():
+    s = load_settings()
+    assert query_text(Question("q", "Яким є строк гарантії?", []), s, instruction=False) == "Яким є строк гарантії?"
+
+
+def test_grounding_and_spans():
+    ps = ["Виробник надає гарантію на зволожувач строком 36 місяців від дня продажу. Інше речення тут."]
+    assert grounding("36 місяців", ps) == 1.0 and grounding("два роки", ps) == 0.0
+    assert grounding("36 мiсяцiв", ps) == 1.0  # Latin look-alikes
+    assert grounding("12 місяців", ps) == 0.0  # a number the passages do not hold
+    spans = candidate_spans(Question("q", "Яким є строк гарантії на зволожувач?", []), ps)
+    assert spans[0].startswith("Виробник надає гарантію") and len(spans) >= 1
+    assert is_refusal("Немає відповіді.") and is_refusal("") and not is_refusal("36 місяців")
+
+
+def test_decide_abstains_for_each_signal():
+    ps = ["Гарантія строком 36 місяців."]
+    ok = Reading("36 місяців", "строком 36 місяців", 0.9, {"36 місяців": 0.9, "строком 36 місяців": 0.8})
+    assert decide(ok, ps, Switches())[0] == "36 місяців"
+    assert decide(Reading("Немає відповіді", "", 0.9, {}), ps, Switches())[0] == ""
+    assert decide(Reading("12 місяців", "", 0.9, {"12 місяців": 0.9}), ps, Switches())[0] == ""  # not grounded
+    assert decide(Reading("36 місяців", "", 0.2, {"36 місяців": 0.9}), ps, Switches())[0] == ""  # judged unanswerable
+    unsupported = Reading("36 місяців", "", 0.9, {"36 місяців": 0.1})
+    assert decide(unsupported, ps, Switches())[0] == ""
+    assert decide(unsupported, ps, Switches(verify=False))[0] == "36 місяців"
+    assert decide(ok, ps, Switches(mode="extract"))[0] == "строком 36 місяців"
+
+
+# ---- with the real CPU models ----------------------------------------------------------------
+def page_of(pdf: bytes, phrase: str) -> int:
+    doc = pymupdf.open(stream=pdf, filetype="pdf")
+    return next(i + 1 for i in range(doc.page_count) if phrase in " ".join(doc[i].get_text().split()))
+
+
+@pytest.fixture(scope="module")
+def pipe(tmp_path_factory, models, manual_pdf, other_pdf):
+    from pipeline.qa import Pipeline
+
+    p = Pipeline(load_settings(), root=tmp_path_factory.mktemp("lib"), models=models)
+    p.add_pdf(other_pdf, "library_rules.pdf")
+    p.add_pdf(manual_pdf, "humidifier_manual.pdf")
+    return p
+
+
+def test_answer_in_the_text_is_found(pipe, manual_pdf):
+    a = pipe.ask_free("Яким є строк гарантії на зволожувач «Росинка-7»?")
+    assert not a.abstained, a.reasons
+    assert token_f1(a.text, "36 місяців") >= 0.5, a.text
+    assert a.doc_name == "humidifier_manual.pdf" and a.page == page_of(manual_pdf, "строком 36 місяців")
+    assert "36 місяців" in a.evidence_chunk.chunk.body and a.grounding >= 0.5
+    assert {"retrieve", "rerank", "answer"} <= set(a.timings) and a.closest == []
+
+
+def test_absent_answer_is_not_found(pipe):
+    a = pipe.ask_free("Яка ціна зволожувача «Росинка-7» у гривнях?")
+    assert a.abstained and a.text == "", a.details["tries"]
+    assert a.reasons and a.closest and a.evidence_chunk is None
