@@ -48,7 +48,7 @@ def select_evidence(reranked: list[Candidate], k: int, neighbours: bool,
     return out
 
 
-def _score(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings):
+def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings):
     """This pipeline's scorer (not the models'); ``calibrated`` combines per-option features (pipeline.combiner)."""
     if s.scorer != "calibrated":
         return answerer.score(q, chosen, scorer=s.scorer)
@@ -65,7 +65,7 @@ def answer(q: Question, retrieved: list[Candidate], reranked: list[Candidate], t
     """The answer from the retrieval and reranking stages' candidates (``evidence(reranked, k)`` picks the chunks)."""
     s = settings
     chosen = evidence(reranked, s.top_k_answer)
-    scores = _score(answerer, q, chosen, s)
+    scores = score_options(answerer, q, chosen, s)
     timings["answer"] = scores.seconds
     details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
                "retrieved": retrieved, "retried": False}
@@ -74,7 +74,7 @@ def answer(q: Question, retrieved: list[Candidate], reranked: list[Candidate], t
     probs = scores.probabilities
     if s.retry_below and max(probs.values()) < s.retry_below and len(reranked) > s.top_k_answer:
         wider = evidence(reranked, s.retry_top_k)
-        again = _score(answerer, q, wider, s)
+        again = score_options(answerer, q, wider, s)
         timings["answer_retry"] = again.seconds
         details["retried"] = True
         if max(again.probabilities.values()) > max(probs.values()):

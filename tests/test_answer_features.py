@@ -1,7 +1,9 @@
 """Per-option features and the calibrated scorer, with the real shipped model."""
 import numpy as np
 
+from pipeline.answer import score_options
 from pipeline.answer_features import letter_debiased, llm_features, support_features
+from pipeline.settings import load_settings
 from pipeline.types import Candidate, Chunk, Question
 
 
@@ -33,14 +35,17 @@ def test_every_group_points_at_a_stated_fact(models):
     assert int(np.argmax(s["support_cov"])) == 4  # "жовтого" and "жовтий" share a stem
 
 
-def test_default_scorer_finds_a_rarely_worded_answer(models):
-    s = models.answerer.score(RARE, [cand(RARE_TEXT)])  # the profile's default scorer
+CALIBRATED = load_settings(scorer="calibrated")
+
+
+def test_calibrated_scorer_finds_a_rarely_worded_answer(models):
+    s = score_options(models.answerer, RARE, [cand(RARE_TEXT)], CALIBRATED)
     assert max(s.probabilities, key=s.probabilities.get) == "C", s.probabilities
     assert np.isclose(sum(s.probabilities.values()), 1)
 
 
 def test_calibrated_probabilities_are_not_one_by_construction(models):
-    s = models.answerer.score(Q, [cand(TEXT)], scorer="calibrated")
+    s = score_options(models.answerer, Q, [cand(TEXT)], CALIBRATED)
     p = np.array(list(s.probabilities.values()))
     assert max(s.probabilities, key=s.probabilities.get) == "E"
     assert p.max() < 0.999 and p.min() > 0  # a fitted temperature, not a near-argmax softmax
@@ -48,5 +53,5 @@ def test_calibrated_probabilities_are_not_one_by_construction(models):
 
 def test_calibrated_scorer_ignores_an_empty_option(models):
     q = Question("3", Q.text, ["синього", "", "зеленого", "", "жовтого", ""])
-    s = models.answerer.score(q, [cand(TEXT)], scorer="calibrated")
+    s = score_options(models.answerer, q, [cand(TEXT)], CALIBRATED)
     assert s.probabilities["B"] == 0 and s.probabilities["D"] == 0 and max(s.probabilities, key=s.probabilities.get) == "E"
