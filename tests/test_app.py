@@ -305,6 +305,22 @@ def test_failure_text_and_plural():
     assert plural(1, "page") == "1 page" and plural(2, "chunk") == "2 chunks"
 
 
+def test_documents_table_shows_searchable_then_indexed_and_the_answer_says_lexical_only():
+    from pipeline.index import DocInfo
+    from pipeline.types import Answer, Question
+    from webapp.views import answer_markdown, doc_rows
+
+    d = DocInfo("h", "rules.pdf", 150, 400, [], n_embedded=120)
+    assert doc_rows([d]) == [["rules.pdf", "searchable (lexical; 120/400 chunks embedded)", 150, 400, ""]]
+    d.n_embedded = 400
+    assert doc_rows([d])[0][1] == "indexed" and d.state == "indexed"
+    q = Question("q", "?", ["a", "b", "c", "d", "e", "f"])
+    a = Answer("A", {"A": 0.9}, "rules.pdf", "h", 3, [], [], {}, {"lexical_only_docs": ["rules.pdf", "x.pdf"]})
+    assert r"lexical only for 2 documents still embedding: rules\.pdf, x\.pdf" in answer_markdown(q, a)
+    a.details["lexical_only_docs"] = []
+    assert "lexical only" not in answer_markdown(q, a)
+
+
 def test_stream_reports_progress_then_result_or_error():
     def work(report):
         for i in range(3):

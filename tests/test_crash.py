@@ -3,11 +3,17 @@
 A child process indexes a batch of generated PDFs into one library with the
 real e5 embedder, logging each stage; the test kills it (SIGKILL) at a random
 moment, then opens the library and checks: every listed document is complete
-(its pages, chunks, vectors and stored PDF all present and counted), nothing of
-an unlisted document remains, and search only returns listed chunks. The next
+at the level it reached (its pages, chunks and stored PDF all present and
+counted; exactly its chunks marked embedded have vectors), nothing of an
+unlisted document remains, and search only returns listed chunks. The next
 trial's child indexes the same batch again into the same library (after most
 documents were removed), so a document cut off before is indexed again. A last
-run without a kill must list every document.
+run without a kill must list every document, indexed.
+
+The progressive test kills a child during the background embedding of one
+document and checks that the reopened library lists it, finds it by BM25, and
+resumes: the final vectors count equals the chunk count, and the passages
+embedded after the kill are exactly those without a stored vector.
 """
 from __future__ import annotations
 
@@ -86,8 +92,10 @@ def make_batch(pdfgen, folder: Path, n: int = 5) -> None:
 
 
 def check_consistent(root: Path, embedder) -> dict:
-    """Open the library (this runs the crash sweep) and check every invariant; returns what is listed."""
-    lib = Library(root, embedder, load_settings())
+    """Open the library (this runs the crash sweep) and check every invariant; returns what is listed.
+
+    Opened for reading (no embedder), so no background embedding changes it while it is checked."""
+    lib = Library(root, None, load_settings())
     try:
         docs = lib.documents()
         listed = {d.doc_hash for d in docs}
@@ -104,17 +112,20 @@ def check_consistent(root: Path, embedder) -> dict:
             n_pages = db.execute("SELECT COUNT(*) FROM pages WHERE doc_hash=?", (d.doc_hash,)).fetchone()[0]
             assert n_chunks == d.n_chunks > 0, (d.name, n_chunks, d.n_chunks)
             assert n_pages == d.n_pages > 0, (d.name, n_pages, d.n_pages)
-            assert vec_per_doc[d.doc_hash] == d.n_chunks, (d.name, vec_per_doc[d.doc_hash], d.n_chunks)
+            assert 0 <= d.n_embedded <= d.n_chunks
+            assert vec_per_doc[d.doc_hash] == d.n_embedded, (d.name, vec_per_doc[d.doc_hash], d.n_embedded)
             assert lib.pdf_path(d.doc_hash).read_bytes()[:4] == b"%PDF"
             assert len(lib.chunks_of(d.doc_hash)) == d.n_chunks
         files = lib.store._files
         leftovers = [f.name for f in files.iterdir()] if files.exists() else []
         assert sorted(leftovers) == sorted(f"{h}.pdf" for h in listed), leftovers
-        if docs:  # search sees exactly the listed chunks
+        if docs:  # search sees exactly the listed chunks: by BM25 all of them, densely those embedded
             hits = lib.dense_search(np.asarray(embedder.embed_queries(["огляд пристрою"])[0]), k=100)
-            assert hits and all(h.split(":")[0] in listed for h in hits)
-            assert len(hits) == sum(d.n_chunks for d in docs)
-        return {d.name: d.n_chunks for d in docs}
+            assert all(h.split(":")[0] in listed for h in hits)
+            assert len(hits) == sum(d.n_embedded for d in docs)
+            lexical = lib.lexical_scores("огляд пристрою")
+            assert sorted(lexical) == sorted(c.chunk_id for d in docs for c in lib.chunks_of(d.doc_hash))
+        return {d.name: (d.n_chunks, d.state) for d in docs}
     finally:
         lib.close()
 
@@ -181,5 +192,108 @@ def test_sigkill_during_indexing_leaves_library_consistent(tmp_path, embedder, p
     assert out.returncode == 0, out.stderr
     final = check_consistent(root, embedder)
     assert sorted(final) == sorted(p.name for p in pdfs.glob("*.pdf")), final
+    assert {state for _, state in final.values()} == {"indexed"}, final
     print(f"\nSIGKILL trials: {TRIALS}; last event before each kill: {dict(landed)}; documents listed after "
           f"each: {seen_counts}")
+
+
+# ---- progressive indexing: a kill during the background embedding ------------------------------------
+PROGRESSIVE_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from pipeline.backends.e5 import E5Embedder
+    from pipeline.index import Library
+    from pipeline.settings import load_settings
+    log = open({log!r}, "a", buffering=1)
+    lib = Library({lib!r}, E5Embedder(), load_settings(embed_batch=2), background=True)
+    die_after = int(sys.argv[1])  # SIGKILL right after this many batches' vectors are written, not marked (0: never)
+    add, n = lib.vectors.add, [0]
+
+    def add_and_log(ids, *a, **kw):
+        add(ids, *a, **kw)
+        n[0] += 1
+        log.write(f"stored {{len(ids)}}\\n")
+        if n[0] == die_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    lib.vectors.add = add_and_log
+    info = lib.add(Path({pdf!r}).read_bytes(), "rules.pdf", progress=lambda stage, f: log.write(f"stage {{stage}}\\n"))
+    log.write(f"returned {{info.state}}\\n")
+    lib.wait_indexed()
+    log.write("finished\\n")
+""")
+
+TERMS = ["кавоварка", "пилосос", "холодильник", "мікрохвильовка", "праска", "тостер", "блендер", "міксер",
+         "чайник", "фен", "обігрівач", "кондиціонер"]
+
+
+class _Counting:
+    """The real embedder, counting the passages it embeds."""
+
+    def __init__(self, embedder):
+        self._e, self.passages = embedder, 0
+
+    def __getattr__(self, name):
+        return getattr(self._e, name)
+
+    def embed_passages(self, texts):
+        self.passages += len(texts)
+        return self._e.embed_passages(texts)
+
+
+@pytest.mark.timeout(1200)
+def test_sigkill_during_background_embedding_resumes_without_embedding_twice(tmp_path, embedder, pdfgen):
+    from pipeline.retrieval import Retriever
+    from pipeline.types import Question
+
+    sections = [(f"Стаття {j + 1}. Правила для {t}", f"Приймальний пункт ремонтує {t} модель {j} протягом "
+                 f"{j + 3} робочих днів за умови наявності гарантійного талона. " * 14) for j, t in enumerate(TERMS)]
+    pdf = tmp_path / "rules.pdf"
+    pdf.write_bytes(pdfgen.ukrainian_pdf("Правила сервісного центру", sections))
+    s = load_settings(embed_batch=2)
+    rng = random.Random(20261201)
+    for trial, die_after in enumerate([2, 0, 0]):  # exactly after a batch's vectors are written; then random moments
+        root, log = tmp_path / f"lib{trial}", tmp_path / f"child{trial}.log"
+        log.write_text("")
+        script = PROGRESSIVE_CHILD.format(root=str(ROOT), log=str(log), lib=str(root), pdf=str(pdf))
+        child = subprocess.Popen([sys.executable, "-c", script, str(die_after)], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        if not die_after:  # kill once the document is searchable and the embedding has begun, a moment later
+            deadline = time.monotonic() + 300
+            while child.poll() is None and time.monotonic() < deadline and "stored" not in log.read_text():
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 1.0))
+            child.send_signal(signal.SIGKILL)
+        child.wait(300)
+        err = child.stderr.read().decode(errors="replace")
+        assert child.returncode == -signal.SIGKILL, err
+        lines = log.read_text().splitlines()
+        assert "stage searchable" in lines and "returned searchable" in lines and "finished" not in lines, lines
+        stored_before = sum(int(x.split()[1]) for x in lines if x.startswith("stored"))
+
+        # reopened for reading: still listed, at the level it reached, and found by BM25
+        ro = Library(root, None, s)
+        [d] = ro.documents()
+        present = ro.vectors._col.count()
+        assert d.state == "searchable" and d.n_embedded == present < d.n_chunks, (d, present)
+        if die_after:  # the vectors written just before the kill were marked on open, not embedded again
+            assert present == stored_before == 2 * die_after
+        assert ro.lexical_only_documents() == ["rules.pdf"]
+        late = TERMS[-1]  # the last article: not embedded yet
+        q = Question("q", f"Хто ремонтує {late}?", ["майстерня", "виробник", "продавець", "власник", "сусід", "ніхто"])
+        [top] = Retriever.for_library(ro, embedder, s).search(q, k=1)
+        assert late in top.chunk.body and "dense" not in top.scores, (top.chunk.body[:80], top.scores)
+        ro.close()
+
+        # reopened with an embedder: the embedding resumes by itself and embeds only what has no vector
+        counting = _Counting(embedder)
+        lib = Library(root, counting, s, background=True)
+        try:
+            assert lib.wait_indexed(timeout=600)
+            [d] = lib.documents()
+            assert d.state == "indexed" and lib.vectors._col.count() == d.n_chunks
+            assert counting.passages == d.n_chunks - present, (counting.passages, d.n_chunks, present)
+        finally:
+            lib.close()
+    print(f"\nprogressive kills: chunks {d.n_chunks}, embedded before the last kill {present}")

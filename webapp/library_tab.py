@@ -1,4 +1,9 @@
-"""The Library tab: upload PDFs (or the sample corpus) with live progress, list and remove documents."""
+"""The Library tab: upload PDFs (or the sample corpus) with live progress, list and remove documents.
+
+An upload is done once the document is searchable (BM25); its vectors are
+computed in the background, and while any document is still embedding a timer
+refreshes the documents table every few seconds until each shows "indexed".
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,19 +22,21 @@ from .common import Context, df, handled, message, need_sid, user_error
 class LibraryTab:
     docs: gr.Dataframe
     remove_pick: gr.Dropdown
+    refresh: gr.Timer
 
     @property
     def load_outputs(self) -> list:
-        return [self.docs, self.remove_pick]
+        return [self.docs, self.remove_pick, self.refresh]
 
 
 def library_views(ctx: Context, sid: str):
-    """The documents table and the remove dropdown's choices."""
+    """The documents table, the remove dropdown's choices, and the refresh timer (on while any is embedding)."""
     docs = []
     if ctx.store.exists(sid):
         with ctx.store.open(sid) as pipe:
             docs = pipe.library.documents()
-    return df(V.doc_rows(docs), V.DOC_COLUMNS), gr.update(choices=V.doc_choices(docs), value=None)
+    return (df(V.doc_rows(docs), V.DOC_COLUMNS), gr.update(choices=V.doc_choices(docs), value=None),
+            gr.Timer(active=any(d.state != "indexed" for d in docs)))
 
 
 def build(ctx: Context, sid: gr.State) -> LibraryTab:
@@ -42,8 +49,9 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
             gr.Markdown(f"Indexes the PDFs in `{ctx.sample_dir.as_posix()}/`.")
     status = gr.Dataframe(df([], V.STATUS_COLUMNS), label="Indexing", interactive=False, elem_id="ingest-status",
                           wrap=True)
-    docs = gr.Dataframe(df([], V.DOC_COLUMNS), label="Indexed documents", interactive=False, elem_id="documents",
+    docs = gr.Dataframe(df([], V.DOC_COLUMNS), label="Documents", interactive=False, elem_id="documents",
                         wrap=True)
+    refresh = gr.Timer(3, active=False)
     with gr.Row():
         remove_pick = gr.Dropdown(label="Document to remove", choices=[], elem_id="remove-pick", scale=3)
         remove_btn = gr.Button("Remove", variant="stop", elem_id="remove", scale=1)
@@ -52,7 +60,7 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
     def index_files(sid: str, items: list[tuple[str, Path]]):
         """Index (name, path) pairs one by one, yielding the status table as each moves on."""
         rows = [[name, "queued", ""] for name, _ in items]
-        no_change = (gr.skip(), gr.skip(), gr.skip())
+        no_change = (gr.skip(), gr.skip(), gr.skip(), gr.skip())
         yield df(rows, V.STATUS_COLUMNS), *no_change
         if not items:
             return
@@ -73,8 +81,11 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
                     elif kind == "done":
                         warn = f"; {'; '.join(val.warnings)}" if val.warnings else ""
                         same = f"same file as {val.name}; " if val.duplicate and val.name != safe_name(name) else ""
-                        rows[i][1:] = ["already in the library" if val.duplicate else "indexed",
-                                       f"{same}{V.plural(val.n_pages, 'page')}, {V.plural(val.n_chunks, 'chunk')}{warn}"]
+                        later = "; its vectors are being added (the Documents table shows when it is indexed)" \
+                            if val.state == "searchable" else ""
+                        rows[i][1:] = ["already in the library" if val.duplicate else val.state,
+                                       f"{same}{V.plural(val.n_pages, 'page')}, {V.plural(val.n_chunks, 'chunk')}"
+                                       f"{warn}{later}"]
                     else:
                         rows[i][1:] = ["failed", V.failure_text(name, val) if isinstance(val, IngestError)
                                        else message(val, f"indexing {name}")]
@@ -105,8 +116,15 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         msg = f"Removed {V.md_escape(info.name)}." if info else "That document was already gone."
         return msg, *library_views(ctx, sid)
 
-    upload.upload(on_upload, [upload, sid], [status, docs, remove_pick, upload], show_progress="minimal",
+    @handled("refreshing the documents")
+    def on_tick(sid):
+        need_sid(sid)
+        return library_views(ctx, sid)
+
+    upload.upload(on_upload, [upload, sid], [status, docs, remove_pick, refresh, upload], show_progress="minimal",
                   **ctx.model_work)
-    sample_btn.click(on_sample, [sid], [status, docs, remove_pick, upload], show_progress="minimal", **ctx.model_work)
-    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick])
-    return LibraryTab(docs, remove_pick)
+    sample_btn.click(on_sample, [sid], [status, docs, remove_pick, refresh, upload], show_progress="minimal",
+                     **ctx.model_work)
+    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick, refresh])
+    refresh.tick(on_tick, [sid], [docs, remove_pick, refresh], show_progress="hidden")
+    return LibraryTab(docs, remove_pick, refresh)

@@ -65,7 +65,9 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
               max_sessions: int = 200, max_age_s: float = 7 * 86400, max_open: int = 8) -> gr.Blocks:
     models = models or Models(settings)
     data_dir, sample_dir = Path(settings.data_dir), Path(sample_dir)
-    store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models), shared=shared,
+    # uploads return once a document is searchable (BM25); its vectors are added in the background
+    store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models, background=True),
+                         shared=shared,
                          max_sessions=max_sessions, max_age_s=max_age_s, max_open=max_open)
     store.cleanup()
     ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),

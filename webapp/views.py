@@ -72,8 +72,9 @@ def stream(work: Callable[[Callable[..., None]], Any]) -> Iterator[tuple[str, An
 
 # ---- library ---------------------------------------------------------------------
 STATUS_COLUMNS = ["File", "Status", "Details"]
-DOC_COLUMNS = ["Document", "Pages", "Chunks", "Warnings"]
-STAGES = {"parse": "parsing", "chunk": "chunking", "embed": "embedding", "store": "storing", "indexed": "indexed"}
+DOC_COLUMNS = ["Document", "State", "Pages", "Chunks", "Warnings"]
+STAGES = {"parse": "parsing", "chunk": "chunking", "embed": "embedding", "store": "storing",
+          "searchable": "searchable", "indexed": "indexed"}
 
 
 def stage_text(stage: str, fraction: float) -> str:
@@ -98,7 +99,12 @@ def failure_text(name: str, err: Exception) -> str:
 
 
 def doc_rows(docs) -> list[list]:
-    return [[d.name, d.n_pages, d.n_chunks, "; ".join(d.warnings)] for d in docs]
+    return [[d.name, doc_state(d), d.n_pages, d.n_chunks, "; ".join(d.warnings)] for d in docs]
+
+
+def doc_state(d) -> str:
+    """"indexed", or "searchable (lexical; 40/120 chunks embedded)" while its vectors are computed."""
+    return d.state if d.state == "indexed" else f"searchable (lexical; {d.n_embedded}/{d.n_chunks} chunks embedded)"
 
 
 def doc_choices(docs) -> list[tuple[str, str]]:
@@ -128,6 +134,10 @@ def answer_markdown(q: Question, a: Answer) -> str:
         lines.append(f"**Document:** {md_escape(a.doc_name)} — **page {a.page}**")
     if a.details.get("retried"):
         lines.append("\n(the model was asked again with wider evidence)")
+    if a.details.get("lexical_only_docs"):
+        names = a.details["lexical_only_docs"]
+        lines.append(f"\n(lexical only for {plural(len(names), 'document')} still embedding: "
+                     f"{md_escape(', '.join(names), 300)})")
     return "\n".join(lines)
 
 

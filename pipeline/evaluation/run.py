@@ -47,7 +47,7 @@ class TraceRecord(TypedDict, total=False):
 
 
 def index_folder(indexer: Indexer, pdfs: Iterable[Path], say: Callable[[str], None] = print) -> dict:
-    """Add every PDF; a bad one is reported and skipped, never stops the batch."""
+    """Add every PDF, then wait until all are embedded; a bad one is reported and skipped, never stops the batch."""
     report = {"indexed": [], "failed": {}, "seconds": 0.0}
     t0 = time.perf_counter()
     files = sorted(pdfs)
@@ -63,6 +63,7 @@ def index_folder(indexer: Indexer, pdfs: Iterable[Path], say: Callable[[str], No
                 log.warning("indexing %s failed", f.name, exc_info=True)
             report["failed"][f.name] = msg
             say(f"[{i}/{len(files)}] {f.name}: FAILED — {msg}")
+    indexer.library.wait_indexed()  # every document searchable; the questions wait for all vectors (same results)
     report["seconds"] = time.perf_counter() - t0
     return report
 

@@ -1,13 +1,21 @@
-"""The indexer: one PDF into the library — parse, chunk, embed, then store (vectors first, then rows).
+"""The indexer: one PDF into the library — parse, chunk, store (searchable by BM25), then embed.
 
-The only part of the index that needs an embedder. Refuses a file over the
-size limit, a library at its document limit, and a document that takes longer
-than ``max_doc_seconds`` (:class:`~pipeline.errors.IngestError`); the same
-bytes again are recognised (``DocInfo.duplicate``) and not indexed twice.
+The only part of the index that needs an embedder. :meth:`Indexer.add` parses,
+chunks and lists a document in one transaction, and returns: the document is
+``searchable`` (BM25). :meth:`Indexer.embed_pending` embeds chunks that have no
+vector yet, one batch at a time, each batch's vectors written and then marked
+in SQLite, so an interruption loses at most the batch being computed and
+nothing stored is embedded again (the library runs it in the background).
+Refuses a file over the size limit, a library at its document limit, and a
+document whose parsing takes longer than ``max_doc_seconds``
+(:class:`~pipeline.errors.IngestError`); the same bytes again are recognised
+(``DocInfo.duplicate``) and not indexed twice.
 """
 from __future__ import annotations
 
+import threading
 import time
+from collections import defaultdict
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -28,6 +36,7 @@ class Indexer:
     def __init__(self, library: Library, embedder: Embedder):
         self.library, self.embedder, self.settings = library, embedder, library.settings
         self.count = TokenCounter(embedder.count_word_tokens)
+        self._embedding = threading.Lock()  # one embed_pending at a time: no batch is taken twice
 
     def _check_room(self, name: str) -> None:
         n = self.library.store.n_documents()
@@ -36,7 +45,8 @@ class Indexer:
                               "remove one to add another")
 
     def add(self, data: bytes, name: str, progress: Progress | None = None) -> DocInfo:
-        """Parse, chunk, embed and store one PDF; raises :class:`IngestError` for a bad file or a limit reached."""
+        """Parse, chunk and list one PDF (searchable by BM25 on return; its vectors come from
+        :meth:`embed_pending`); raises :class:`IngestError` for a bad file or a limit reached."""
         t0 = time.perf_counter()
         s, lib = self.settings, self.library
         name = safe_name(name)
@@ -59,18 +69,39 @@ class Indexer:
                                 prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix)
         if not chunks:
             raise IngestError(f"{name}: no text to index")
-        vectors = []
-        for i in range(0, len(chunks), s.embed_batch):
-            deadline.check()
-            say("embed", 0.35 + 0.6 * i / len(chunks))
-            vectors.append(self.embedder.embed_passages([c.embed_text() for c in chunks[i:i + s.embed_batch]]))
-        emb = np.concatenate(vectors)
-        say("store", 0.97)
+        deadline.check()
+        say("store", 0.35)
         with lib.lock:
             self._check_room(name)  # another thread may have filled the library meanwhile
             lib.store.save_pdf(h, data)
-            lib.vectors.add([c.chunk_id for c in chunks], emb, h, [c.index for c in chunks])
             lib.store.save(doc, chunks)
             lib.lexical.invalidate()
-        say("indexed", 1.0)
-        return DocInfo(h, doc.name, doc.n_pages, len(chunks), doc.warnings, seconds=time.perf_counter() - t0)
+        say("searchable", 0.4)
+        lib.embed_in_background()
+        return DocInfo(h, doc.name, doc.n_pages, len(chunks), doc.warnings, seconds=time.perf_counter() - t0,
+                       n_embedded=0)
+
+    def embed_pending(self, max_batches: int | None = None) -> int:
+        """Embed chunks of listed documents that have no vector, ``embed_batch`` at a time (at most
+        ``max_batches``); returns how many were stored."""
+        lib, done, batches = self.library, 0, 0
+        with self._embedding:
+            while max_batches is None or batches < max_batches:
+                with lib.lock:
+                    todo = lib.store.pending(self.settings.embed_batch)
+                if not todo:
+                    break
+                vecs = self.embedder.embed_passages([c.embed_text() for c in todo])
+                with lib.lock:  # the document may have been removed meanwhile: store only what is still listed
+                    keep = set(lib.store.listed_chunks([c.chunk_id for c in todo]))
+                    by_doc = defaultdict(list)
+                    for c, v in zip(todo, vecs):
+                        if c.chunk_id in keep:
+                            by_doc[c.doc_hash].append((c, v))
+                    for h, rows in by_doc.items():
+                        lib.vectors.add([c.chunk_id for c, _ in rows], np.stack([v for _, v in rows]), h,
+                                        [c.index for c, _ in rows])
+                    lib.store.mark_embedded([c.chunk_id for c in todo if c.chunk_id in keep])
+                done += len(keep)
+                batches += 1
+        return done

@@ -4,6 +4,12 @@ Layout under ``root``: ``library.sqlite`` and ``files/<hash>.pdf``. A document
 is listed (``documents`` row) only once all of it is stored, in one
 transaction with its pages and chunks; :meth:`DocumentStore.sweep` removes
 what a crash left half-written (rows and files of documents never listed).
+
+Each chunk row says whether its vector is stored (``embedded``): a listed
+document is ``searchable`` (BM25) as soon as its rows are committed and
+``indexed`` once every chunk has its vector (the embedding runs in the
+background, see :class:`~pipeline.index.library.Library`); the flag is set
+only after the vector is written, so a crash never marks a chunk that has none.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ CREATE TABLE IF NOT EXISTS documents (doc_hash TEXT PRIMARY KEY, name TEXT, n_pa
 CREATE TABLE IF NOT EXISTS pages (doc_hash TEXT, number INTEGER, width REAL, height REAL, markdown TEXT,
     words TEXT, spans TEXT, headings TEXT, PRIMARY KEY (doc_hash, number));
 CREATE TABLE IF NOT EXISTS chunks (chunk_id TEXT PRIMARY KEY, doc_hash TEXT, idx INTEGER, heading TEXT,
-    body TEXT, prefix TEXT, spans TEXT);
+    body TEXT, prefix TEXT, spans TEXT, embedded INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_hash, idx);
 """
@@ -41,6 +47,12 @@ class DocInfo:
     warnings: list[str]
     duplicate: bool = False
     seconds: float = 0.0
+    n_embedded: int = -1  # chunks with their vector stored (-1: all of them)
+
+    @property
+    def state(self) -> str:
+        """``indexed`` (every chunk has its vector) or ``searchable`` (BM25 only while it embeds)."""
+        return "searchable" if 0 <= self.n_embedded < self.n_chunks else "indexed"
 
 
 def _word_spans(word_at: list[int]) -> list[list[int]]:
@@ -73,6 +85,10 @@ class DocumentStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.root / "library.sqlite", check_same_thread=False)
         self.db.executescript(_SCHEMA)
+        if "embedded" not in {r[1] for r in self.db.execute("PRAGMA table_info(chunks)")}:
+            # a library made before progressive indexing listed a document only with all its vectors
+            with self.db:
+                self.db.execute("ALTER TABLE chunks ADD COLUMN embedded INTEGER NOT NULL DEFAULT 1")
         self._files = self.root / "files"
         self._check_fingerprint(fingerprint)
 
@@ -100,8 +116,10 @@ class DocumentStore:
 
     # ---- documents -----------------------------------------------------------
     def documents(self) -> list[DocInfo]:
-        rows = self.db.execute("SELECT doc_hash, name, n_pages, n_chunks, warnings FROM documents ORDER BY added")
-        return [DocInfo(h, n, p, c, json.loads(w)) for h, n, p, c, w in rows]
+        rows = self.db.execute(
+            "SELECT doc_hash, name, n_pages, n_chunks, warnings, "
+            "(SELECT COUNT(*) FROM chunks c WHERE c.doc_hash=d.doc_hash AND c.embedded) FROM documents d ORDER BY added")
+        return [DocInfo(h, n, p, c, json.loads(w), n_embedded=e) for h, n, p, c, w, e in rows]
 
     def find(self, doc_hash: str) -> DocInfo | None:
         return next((d for d in self.documents() if d.doc_hash == doc_hash), None)
@@ -112,9 +130,32 @@ class DocumentStore:
     def listed(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT doc_hash FROM documents")}
 
-    def n_listed_chunks(self) -> int:
-        return self.db.execute(
-            "SELECT COUNT(*) FROM chunks WHERE doc_hash IN (SELECT doc_hash FROM documents)").fetchone()[0]
+    def n_embedded_chunks(self) -> int:
+        """Chunks of listed documents whose vectors are stored (the vector index must hold at least these)."""
+        return self.db.execute("SELECT COUNT(*) FROM chunks WHERE embedded AND doc_hash IN "
+                               "(SELECT doc_hash FROM documents)").fetchone()[0]
+
+    # ---- progressive indexing: chunks still without a vector ---------------------------
+    def pending(self, limit: int = -1) -> list[Chunk]:
+        """Chunks of listed documents without a stored vector, oldest document first, in chunk order."""
+        return [_chunk(r) for r in self.db.execute(
+            f"{_CHUNK_SQL} WHERE NOT c.embedded ORDER BY d.added, c.doc_hash, c.idx LIMIT ?", (limit,))]
+
+    def n_pending(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM chunks WHERE NOT embedded AND doc_hash IN "
+                               "(SELECT doc_hash FROM documents)").fetchone()[0]
+
+    def listed_chunks(self, ids: list[str]) -> list[str]:
+        """Those of ``ids`` that still belong to a listed document."""
+        q = ",".join("?" * len(ids))
+        got = {r[0] for r in self.db.execute(f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({q}) AND doc_hash IN "
+                                             "(SELECT doc_hash FROM documents)", ids)}
+        return [i for i in ids if i in got]
+
+    def mark_embedded(self, ids: list[str]) -> None:
+        """Record that these chunks' vectors are stored (call only after writing them)."""
+        with self.db:
+            self.db.executemany("UPDATE chunks SET embedded=1 WHERE chunk_id=?", [(i,) for i in ids])
 
     def pdf_path(self, doc_hash: str) -> Path:
         """The stored copy of a document's PDF (kept for rendering its pages)."""
@@ -127,7 +168,7 @@ class DocumentStore:
         tmp.replace(self.pdf_path(doc_hash))
 
     def save(self, doc: Document, chunks: list[Chunk]) -> None:
-        """List a document with its pages and chunks, in one transaction."""
+        """List a document with its pages and chunks (none embedded yet), in one transaction."""
         h = doc.doc_hash
         with self.db:
             self.db.executemany(
@@ -135,7 +176,7 @@ class DocumentStore:
                 [(h, p.number, p.width, p.height, p.markdown, json.dumps(p.words, ensure_ascii=False),
                   json.dumps(_word_spans(p.word_at)), json.dumps(p.headings, ensure_ascii=False)) for p in doc.pages])
             self.db.executemany(
-                "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,0)",
                 [(c.chunk_id, h, c.index, c.heading, c.body, c.prefix, json.dumps(c.spans)) for c in chunks])
             self.db.execute("INSERT OR REPLACE INTO documents VALUES (?,?,?,?,?,?)",
                             (h, doc.name, doc.n_pages, len(chunks), time.time(), json.dumps(doc.warnings)))

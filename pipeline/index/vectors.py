@@ -9,11 +9,12 @@ the library folder: ``library.sqlite`` (documents, pages with word boxes, chunk
 text) and ``files/`` (the PDFs). One server holds many libraries (one per web
 session, one per app replica), so a library's collection is named after it:
 ``chunks-<fingerprint>-<library id>``, the id made once and kept in the
-library's own SQLite (``DocumentStore.library_id``). Consistency is unchanged: vectors are written first,
-then the SQLite rows in one transaction; on open, vectors of documents never
-listed are swept away, and a library whose listed chunks have lost their
-vectors (a reset or different server) is refused with a clear message rather
-than answered from half an index.
+library's own SQLite (``DocumentStore.library_id``). Consistency: a document's
+rows are listed first (one transaction), then its vectors are written batch by
+batch, each batch marked in SQLite after it is written; on open, vectors of
+documents never listed are swept away, and a library whose marked chunks have
+lost their vectors (a reset or different server) is refused with a clear
+message rather than answered from half an index.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class VectorIndex:
     """One library's chunk vectors (cosine), with the id of their document in each one's metadata."""
 
     def __init__(self, root: Path, settings: Settings, library_id, n_listed: int):
-        """``library_id()`` names the collection on a server; ``n_listed`` chunks must have their vectors here."""
+        """``library_id()`` names the collection on a server; ``n_listed`` (marked) chunks must have vectors here."""
         import chromadb
 
         fp = settings.fingerprint()
@@ -78,6 +79,17 @@ class VectorIndex:
         orphans = [i for i, m in zip(stored["ids"], stored["metadatas"]) if m.get("doc_hash") not in listed]
         if orphans:
             self._col.delete(ids=orphans)
+
+    def get(self, ids: list[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of those of ``ids`` that have one (a document still embedding lacks some)."""
+        if not ids:
+            return {}
+        got = self._col.get(ids=ids, include=["embeddings"])
+        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(got["ids"], got["embeddings"])}
+
+    def present(self, ids: list[str]) -> set[str]:
+        """Those of ``ids`` that have a stored vector."""
+        return set(self._col.get(ids=ids, include=[])["ids"]) if ids else set()
 
     def embeddings(self, ids: list[str]) -> np.ndarray:
         got = self._col.get(ids=ids, include=["embeddings"])

@@ -10,8 +10,8 @@ import pytest
 from . import docs as D
 from .docs import pdfgen
 from .harness import App, free_port, open_app
-from .test_browser import (ANSWER_TIMEOUT, expect, row_locator, shot, status_rows, tab, table_rows, text_of, upload,
-                           wait_indexing_done, wait_until)
+from .test_browser import (ANSWER_TIMEOUT, READY, expect, row_locator, shot, status_rows, tab, table_rows, text_of,
+                           upload, wait_indexing_done, wait_until)
 
 # markup that would run script or inject elements if any view rendered it as HTML
 XSS = "<img src=x onerror=\"window.__pwned=1;alert(1)\"><script>window.__pwned=2</script>"
@@ -47,7 +47,7 @@ def test_markup_in_file_names_pdf_text_and_questions_shows_as_text(eve, tmp_path
     upload(eve, "upload", [pdf])
     wait_indexing_done(eve, 1)
     rows = status_rows(eve)
-    assert rows[0][1] == "indexed", rows
+    assert rows[0][1] in READY, rows
     # the name shows as text: Gradio's upload drops "<" and ">" from file names; the rest is shown, never rendered
     docs = text_of(eve, "documents")
     assert "звіт №5 — 2026" in docs and "img src=x onerror=alert(2).pdf" in docs, docs
@@ -107,11 +107,11 @@ def test_limits_reached_and_model_server_down_say_so(browser, tmp_path, out_dir)
         assert small.stat().st_size < 30_000 and other.stat().st_size < 30_000 < big.stat().st_size
         upload(page, "upload", [small])
         wait_indexing_done(page, 1)
-        assert status_rows(page)[0][1] == "indexed"
+        assert status_rows(page)[0][1] in READY
         # the second document is over the documents-per-library limit
         upload(page, "upload", [other])
         row = wait_until(page, lambda: next((r for r in status_rows(page) if r[0] == "parking.pdf"
-                                             and r[1] in ("indexed", "failed")), None), 120, "parking.pdf's status")
+                                             and r[1] in (*READY, "failed")), None), 120, "parking.pdf's status")
         assert row[1] == "failed" and "PDFQA_MAX_DOCUMENTS" in row[2], row
         # an upload over the size limit is refused by the server before it is stored, with a message
         upload(page, "upload", [big])
