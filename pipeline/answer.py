@@ -20,9 +20,14 @@ from .types import LETTERS, Answer, Candidate, Chunk, Question, chunk_id
 
 def evidence_page(c: Candidate, q: Question, letter: str | None) -> int:
     """The page of a chunk that holds the evidence: where the question's and answer's words are."""
+    return page_with_words(c, q.text + " " + (q.options[LETTERS.index(letter)] if letter else ""))
+
+
+def page_with_words(c: Candidate, text: str) -> int:
+    """The page of a (possibly multi-page) chunk whose part shares most normalised words with ``text``."""
     if len(c.chunk.spans) == 1:
         return c.chunk.spans[0][0]
-    want = set(normalize(q.text + " " + (q.options[LETTERS.index(letter)] if letter else "")))
+    want = set(normalize(text))
     body, pos, best, best_n = c.chunk.body, 0, c.chunk.spans[0][0], -1
     for page, s, e in c.chunk.spans:
         part = body[pos: pos + (e - s)]

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from .answer import page_with_words
 from .errors import BackendUnavailable
 from .prompts import SYSTEM, fit_lines, passage_text
 from .text import fold_homoglyphs, normalize, words
@@ -236,17 +237,7 @@ class FreeAnswer:
 
 def answer_page(c: Candidate, q: Question, answer: str) -> int:
     """The page of a chunk where the answer's (else the question's) words are."""
-    if len(c.chunk.spans) == 1:
-        return c.chunk.spans[0][0]
-    want = set(normalize(answer or q.text))
-    body, pos, best, best_n = c.chunk.body, 0, c.chunk.spans[0][0], -1
-    for page, s, e in c.chunk.spans:
-        part = body[pos: pos + (e - s)]
-        pos += (e - s) + 1
-        n = len(want & set(normalize(part)))
-        if n > best_n:
-            best, best_n = page, n
-    return best
+    return page_with_words(c, answer or q.text)
 
 
 def with_preceding(library, top: list[Candidate]) -> list[tuple[Candidate, Candidate | None]]:
