@@ -105,8 +105,11 @@ def visit(url: str, v: Visitor, pdf_dir: Path, stats: Stats, deadline: float) ->
     try:
         sid = call("open", "", api="/on_load")[0]
         status = call("upload", [handle_file(str(path))], api="/on_upload")[0]
-        if [r[:2] for r in _rows(status)] != [[v.file_name, "indexed"]]:
-            raise RuntimeError(f"upload status {_rows(status)}")
+        rows = _rows(status)  # searchable (BM25) at once, indexed once its vectors are in (progressive index)
+        if [r[0] for r in rows] != [v.file_name] or rows[0][1] not in ("searchable", "indexed"):
+            with stats.lock:
+                stats.errors.append(f"visitor {v.wave}/{v.n} upload status {rows}")
+            return
         while True:
             out = call("ask", v.question, *v.options, api="/on_ask")
             answer_md, cands = out[0], out[3]
