@@ -23,6 +23,12 @@ class LibraryTab:
         return [self.docs, self.remove_pick]
 
 
+CANCELLED = "\u0000cancelled"
+# Remove asks first; "Cancel" sends the CANCELLED marker instead of the document
+CONFIRM_REMOVE = ("(doc, sid) => (!doc || window.confirm('Remove this document from your library? "
+                  "Its pages and passages are deleted.')) ? [doc, sid] : ['\\u0000cancelled', sid]")
+
+
 def library_views(ctx: Context, sid: str):
     """The documents table and the remove dropdown's choices."""
     docs = []
@@ -78,7 +84,12 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
                     else:
                         rows[i][1:] = ["failed", V.failure_text(name, val) if isinstance(val, IngestError)
                                        else message(val, f"indexing {name}")]
-                    yield df(rows, V.STATUS_COLUMNS), *no_change
+                    if kind == "done":  # the documents table grows as each document is indexed
+                        got = pipe.library.documents()
+                        yield (df(rows, V.STATUS_COLUMNS), df(V.doc_rows(got), V.DOC_COLUMNS),
+                               gr.update(choices=V.doc_choices(got), value=None), gr.skip())
+                    else:
+                        yield df(rows, V.STATUS_COLUMNS), *no_change
         yield df(rows, V.STATUS_COLUMNS), *library_views(ctx, sid), None  # the upload box is emptied for the next files
 
     @handled("indexing the upload")
@@ -97,6 +108,8 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
     @handled("removing a document")
     def on_remove(doc_hash, sid):
         need_sid(sid)
+        if doc_hash == CANCELLED:
+            return gr.skip(), gr.skip(), gr.skip()
         if not doc_hash:
             raise user_error("Pick a document to remove first.")
         with store.open(sid) as pipe:
@@ -108,5 +121,5 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
     upload.upload(on_upload, [upload, sid], [status, docs, remove_pick, upload], show_progress="minimal",
                   **ctx.model_work)
     sample_btn.click(on_sample, [sid], [status, docs, remove_pick, upload], show_progress="minimal", **ctx.model_work)
-    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick])
+    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick], js=CONFIRM_REMOVE)
     return LibraryTab(docs, remove_pick)

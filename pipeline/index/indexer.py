@@ -71,4 +71,5 @@ class Indexer:
             lib.store.save(doc, chunks)
             lib.lexical.invalidate()
         say("indexed", 1.0)
-        return DocInfo(h, doc.name, doc.n_pages, len(chunks), doc.warnings, seconds=time.perf_counter() - t0)
+        return DocInfo(h, doc.name, doc.n_pages, len(chunks), doc.warnings, seconds=time.perf_counter() - t0,
+                       title=doc.title or doc.name)
