@@ -415,3 +415,11 @@ def test_store_adds_the_title_column_to_an_old_library_and_fills_it(tmp_path):
     (doc,) = store.documents()
     assert doc.title == "Парацетамол таблетки", doc
     store.close()
+
+
+def test_candidate_text_is_plain_and_cut_at_a_word():
+    from webapp.views import clip, plain
+
+    assert plain("_Дорослим:_ ## **3. Спосіб** застосування a_b") == "Дорослим: 3. Спосіб застосування a_b"
+    cut = clip("слово " * 80, 50)
+    assert cut.endswith("слово…") and len(cut) <= 50

@@ -16,6 +16,7 @@ from pipeline.types import LETTERS, Question
 from . import views as V
 from .blocks import BlockError, parse_block
 from .common import Context, df, handled, message, need_sid, user_error
+from .sessions import valid_session_id
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,19 @@ log = logging.getLogger(__name__)
 SCROLL_TO_ANSWER = "() => { const e = document.getElementById('answer'); if (e) e.scrollIntoView({behavior: 'smooth', block: 'start'}); }"
 
 
-def build(ctx: Context, sid: gr.State) -> None:
+def examples_visible(ctx: Context, sid: str) -> bool:
+    """The sample's examples are shown only when the library holds a document they ask about."""
+    from pipeline.ingest import safe_name
+
+    if not ctx.examples or not valid_session_id(sid) or not ctx.store.exists(sid):
+        return False
+    with ctx.store.open(sid) as pipe:
+        names = {d.name for d in pipe.library.documents()}
+    return any(q.gold_doc and safe_name(q.gold_doc) in names for q in ctx.examples)
+
+
+def build(ctx: Context, sid: gr.State) -> gr.Dataset:
+    """The tab's blocks and handlers; returns the examples (their visibility follows the library)."""
     store, examples = ctx.store, ctx.examples
     refs_state = gr.State([])
     with gr.Row():
@@ -34,7 +47,7 @@ def build(ctx: Context, sid: gr.State) -> None:
         with gr.Column(scale=1):
             example_set = gr.Dataset(components=["textbox"], samples=[[f"{q.qid}: {q.text}"] for q in examples],
                                      type="index", label="Examples (sample corpus)", samples_per_page=6,
-                                     elem_id="examples", visible=bool(examples))
+                                     elem_id="examples", visible=False)
     fill_msg = gr.Markdown(elem_id="fill-message")
     question = gr.Textbox(label="Question", lines=2, elem_id="question")
     option_boxes = []
@@ -63,7 +76,9 @@ def build(ctx: Context, sid: gr.State) -> None:
                     page_img = gr.Image(label="Evidence page", type="pil", format="png", interactive=False,
                                         elem_id="evidence-page", height=860)
             why_md = gr.Markdown(elem_id="why", latex_delimiters=[])
-    cands = gr.Dataframe(df([], V.CANDIDATE_COLUMNS), label="Ranked candidates — select a row to see its page",
+    cands = gr.Dataframe(df([], V.CANDIDATE_COLUMNS), label="Ranked candidates — select a row to see its page. Scores: rerank = the final order; fused = "
+                               "dense and lexical together (z-scores); dense = embedding similarity; lexical = BM25; "
+                               "option_… = the same for the question with the options",
                          interactive=False, elem_id="candidates", wrap=True, max_height=520,
                          column_widths=V.CANDIDATE_WIDTHS)
     cand_caption = gr.Markdown(elem_id="candidate-caption", latex_delimiters=[])
@@ -155,7 +170,7 @@ def build(ctx: Context, sid: gr.State) -> None:
 
     fill_btn.click(on_fill, [block], [question, *option_boxes, fill_msg])
     example_set.click(on_example, [example_set], [question, *option_boxes, fill_msg])
-    ask_btn.click(on_validate, [sid, question, *option_boxes], None, queue=False, show_progress="hidden") \
+    ask_btn.click(on_validate, [sid, question, *option_boxes], None, show_progress="hidden") \
         .success(on_start, None, [ask_status, ask_btn, clicked], queue=False, show_progress="hidden") \
         .success(on_ask, [sid, clicked, question, *option_boxes],
                  [ask_status, answer_md, probs_plot, crop_img, page_img, why_md, cands, refs_state, timings, cand_img,
@@ -163,3 +178,4 @@ def build(ctx: Context, sid: gr.State) -> None:
         .then(lambda: gr.update(interactive=True, value="Answer"), None, [ask_btn], queue=False,
               show_progress="hidden", js=SCROLL_TO_ANSWER)
     cands.select(on_candidate, [sid, refs_state], [cand_img, cand_caption])
+    return example_set

@@ -181,12 +181,16 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
             raise user_error(str(e)) from None
 
     def on_validate(sid, csv_file):
-        """The fast first step: a mistake shows a message only; else the progress bar at 0 and a busy Run."""
+        """The fast first step (no outputs): a mistake shows a message only, nothing else changes."""
         need_sid(sid)
-        questions, _ = read_csv(csv_file)
+        read_csv(csv_file)
         if not store.exists(sid):
             log.info("evaluation run: empty library")
             raise user_error("The library is empty: add the PDFs on the Library tab first.")
+
+    def on_start(sid, csv_file):
+        """The progress bar at 0, a busy Run button, Stop enabled."""
+        questions, _ = read_csv(csv_file)
         stops[sid] = threading.Event()
         return (V.progress_html(0, len(questions), 0.0, "waiting for the model…"),
                 gr.update(interactive=False, value="Running…"), gr.update(interactive=True))
@@ -287,8 +291,8 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
                    "of answer, document or page listed below")
         return summary, delta_rows, df(rows, FLIP_COLUMNS)
 
-    run_btn.click(on_validate, [sid, csv_in], [progress_html, run_btn, stop_btn], queue=False,
-                  show_progress="hidden") \
+    run_btn.click(on_validate, [sid, csv_in], None, show_progress="hidden") \
+        .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn], queue=False, show_progress="hidden") \
         .success(on_run, [sid, csv_in, run_name],
                  [progress_html, eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl, run_a,
                   run_b], show_progress="hidden", **ctx.model_work) \

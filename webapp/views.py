@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import logging
 import queue
+import re
 import threading
 from typing import Any, Callable, Iterator
 
@@ -47,8 +48,20 @@ def plural(n: int, word: str) -> str:
 
 
 def clip(text: str, n: int = 300) -> str:
+    """One line of at most ``n`` characters, cut at a word boundary."""
     s = " ".join((text or "").split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+    if len(s) <= n:
+        return s
+    cut = s[: n - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[n // 2:] else cut) + "…"
+
+
+_MD_MARKS = re.compile(r"(^|\s)#{1,6}\s+|\*\*|__|(?<!\w)[_*](?=\S)|(?<=\S)[_*](?!\w)")
+
+
+def plain(text: str) -> str:
+    """Chunk Markdown as plain reading text: heading marks and bold/italic markers dropped."""
+    return _MD_MARKS.sub(lambda m: m.group(1) or "", text or "")
 
 
 # ---- streaming work from a thread ------------------------------------------------
@@ -195,7 +208,7 @@ def candidate_rows(refs: list[dict]) -> list[list]:
         sc = r["scores"]
         rows.append([r["rank"], doc_label(r.get("title", ""), r["doc_name"]), ", ".join(map(str, r["pages"])), r["page"],
                      "yes" if r["evidence"] else "",
-                     *[round(sc[k], 4) if k in sc else None for k in SCORE_KEYS], clip(r["text"], 240)])
+                     *[round(sc[k], 3) if k in sc else None for k in SCORE_KEYS], clip(plain(r["text"]), 300)])
     return rows
 
 

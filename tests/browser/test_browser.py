@@ -236,7 +236,12 @@ PANES = ["answer", "probabilities", "evidence-crop", "evidence-page", "timings",
 
 def error_badges(page, ids) -> list[str]:
     """The panes among ``ids`` that show Gradio's red "Error" status (an output of a failed event)."""
-    return [i for i in ids if re.search(r"\bError\b", page.locator(f"#{i}").inner_text())]
+    found = []
+    for i in ids:
+        loc = page.locator(f"#{i}")
+        if loc.count() and re.search(r"\bError\b", loc.first.text_content() or ""):
+            found.append(i)
+    return found
 
 
 @pytest.mark.timeout(600)
@@ -407,13 +412,18 @@ def test_compare_runs_in_the_ui(alice, out_dir):
     expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = first")
     expect(alice.locator("#deltas")).to_contain_text("score")
     assert not re.search(r"\d\.\d{4,}", text_of(alice, "deltas")), text_of(alice, "deltas")
+    alice.set_viewport_size({"width": 1280, "height": 720})
+    alice.locator("#compare-summary").scroll_into_view_if_needed()
+    alice.wait_for_timeout(500)
+    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-1280x720.png"))
+    alice.set_viewport_size({"width": 1400, "height": 1000})
 
 
 @pytest.mark.timeout(900)
 def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, out_dir, tmp_path):
     """Item 3 (Stop ends the run and keeps what was done) and item 10 (missing gold documents named)."""
     csv_path = tmp_path / "three.csv"
-    csv_path.write_bytes(D.questions_csv([("s1", D.PARKING_Q, "parking.pdf", 1), ("s2", D.MUSEUM_Q, "muzei.pdf", 1),
+    csv_path.write_bytes(D.questions_csv([("q2", D.PARKING_Q, "parking.pdf", 1), ("q1", D.MUSEUM_Q, "muzei.pdf", 1),
                                           ("s3", D.MUSEUM_Q, "vidsutnii.pdf", 1)]))
     tab(alice, "Evaluate")
     upload(alice, "questions-csv", [csv_path])
@@ -431,6 +441,19 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     expect(alice.locator("#download-submission")).to_be_enabled()
     expect(alice.locator("#run")).to_be_enabled()
     shot(alice, out_dir, "03b-evaluate-stopped.png")
+    # item 8: the older run is "before" by default; flips of answer, document or page are listed
+    expect(alice.locator("#run-a input")).to_have_value("first")
+    expect(alice.locator("#run-b input")).to_have_value("stopped")
+    alice.locator("#compare").click()
+    expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = stopped", timeout=30_000)
+    if "stopped after 1 of 3" in msg:  # q1 was not asked: its answer, document and page all went wrong
+        expect(alice.locator("#flips")).to_contain_text("answer broken")
+        expect(alice.locator("#flips")).to_contain_text("document broken")
+    alice.set_viewport_size({"width": 1280, "height": 720})
+    alice.locator("#compare-summary").scroll_into_view_if_needed()
+    alice.wait_for_timeout(500)
+    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-stopped-1280x720.png"))
+    alice.set_viewport_size({"width": 1400, "height": 1000})
 
 
 @pytest.mark.timeout(600)
@@ -511,6 +534,10 @@ def test_ten_page_pdf_upload_to_first_answer(browser, app, files, out_dir, timin
 @pytest.mark.timeout(600)
 def test_sample_corpus_and_examples(browser, app, out_dir):
     dave = open_app(browser, app)
+    tab(dave, "Ask")
+    dave.wait_for_timeout(1500)
+    expect(dave.locator("#examples")).to_be_hidden()  # item 12: no sample examples before the sample is loaded
+    tab(dave, "Library")
     dave.locator("#load-sample").click()
     n = len(list((ROOT / "assets" / "sample").glob("*.pdf")))
     wait_indexing_done(dave, n)
