@@ -111,7 +111,7 @@ def build(ctx: Context, sid: gr.State) -> gr.Dataset:
             raise user_error("The library is empty: add PDFs on the Library tab first.")
 
     def on_start():
-        return ("⏳ Waiting for the model… (queued behind other questions if any)",
+        return ("Waiting for the model… (queued behind other questions if any)",
                 gr.update(interactive=False, value="Answering…"), time.time())
 
     def on_ask(sid, t_click, question, *options):
@@ -120,12 +120,12 @@ def build(ctx: Context, sid: gr.State) -> gr.Dataset:
         skip = [gr.skip()] * 10
         try:
             with store.open(sid) as pipe:
-                yield "🔎 Retrieving passages…", *skip
+                yield "Retrieving passages…", *skip
                 retrieved, reranked, stage_times = pipe.retrieve(q)
                 k = min(ctx.settings.top_k_answer, len(reranked))
-                yield f"📖 Reading {V.plural(k, 'passage')} and scoring {sum(1 for o in q.options if o)} options…", *skip
+                yield f"Reading {V.plural(k, 'passage')} and scoring {sum(1 for o in q.options if o)} options…", *skip
                 a = pipe.answer(q, retrieved, reranked, stage_times)
-                yield "🖼 Drawing the evidence…", *skip
+                yield "Drawing the evidence…", *skip
                 titles = V.titles_of(pipe.library)
                 refs = V.candidate_refs(q, a, titles)
                 top = refs[0] if refs else {}
@@ -150,7 +150,7 @@ def build(ctx: Context, sid: gr.State) -> gr.Dataset:
             return
         times = {"queue wait": wait, **a.timings}
         chart = gr.update(value=V.probs_frame(a.probabilities), label=V.scorer_title(a, ctx.settings.scorer))
-        yield ("✅ Answered.", V.answer_markdown(q, a, titles, ctx.settings.scorer), chart, crop, img, why,
+        yield (f"Answered in {time.time() - float(t_click or time.time()):.0f} s.", V.answer_markdown(q, a, titles, ctx.settings.scorer), chart, crop, img, why,
                df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), refs,
                df(V.timing_rows(times), ["Stage", "Seconds"]), gr.update(value=None, visible=False), "")
 

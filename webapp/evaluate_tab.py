@@ -100,7 +100,7 @@ def _download_copy(path: Path) -> str:
 
 
 QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "s"]
-QUESTION_WIDTHS = ["60px", "300px", "50px", "50px", "150px", "150px", "50px", "55px", "200px", "55px"]
+QUESTION_WIDTHS = ["60px", "300px", "50px", "50px", "150px", "150px", "50px", "55px", "190px", "70px"]
 
 
 def build(ctx: Context, sid: gr.State) -> EvaluateTab:

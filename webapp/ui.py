@@ -34,6 +34,7 @@ THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
 CSS = """
 #answer-letter h2 {font-size: 2rem; margin: 0}
 .pdfqa-small textarea {font-size: 0.85rem}
+#ask-status, #eval-progress {font-weight: 600}
 """
 
 

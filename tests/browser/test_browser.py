@@ -426,6 +426,7 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     csv_path.write_bytes(D.questions_csv([("q2", D.PARKING_Q, "parking.pdf", 1), ("q1", D.MUSEUM_Q, "muzei.pdf", 1),
                                           ("s3", D.MUSEUM_Q, "vidsutnii.pdf", 1)]))
     tab(alice, "Evaluate")
+    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
     upload(alice, "questions-csv", [csv_path])
     alice.locator("#run-name textarea").fill("stopped")
     alice.wait_for_timeout(500)
