@@ -23,10 +23,9 @@ class LibraryTab:
         return [self.docs, self.remove_pick]
 
 
-CANCELLED = "\u0000cancelled"
-# Remove asks first; "Cancel" sends the CANCELLED marker instead of the document
-CONFIRM_REMOVE = ("(doc, sid) => (!doc || window.confirm('Remove this document from your library? "
-                  "Its pages and passages are deleted.')) ? [doc, sid] : ['\\u0000cancelled', sid]")
+# Remove asks first; the answer goes to the hidden "confirmed" box ("yes" or "no")
+CONFIRM_REMOVE = ("(doc, sid, _) => [doc, sid, (!doc || window.confirm('Remove this document from your library? "
+                  "Its pages and passages are deleted.')) ? 'yes' : 'no']")
 
 
 def library_views(ctx: Context, sid: str):
@@ -54,6 +53,7 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         remove_pick = gr.Dropdown(label="Document to remove", choices=[], elem_id="remove-pick", scale=3)
         remove_btn = gr.Button("Remove", variant="stop", elem_id="remove", scale=1)
     lib_msg = gr.Markdown(elem_id="library-message")
+    confirmed = gr.Textbox(visible=False)
 
     def index_files(sid: str, items: list[tuple[str, Path]]):
         """Index (name, path) pairs one by one, yielding the status table as each moves on."""
@@ -106,9 +106,9 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         yield from index_files(sid, [(p.name, p) for p in pdfs])
 
     @handled("removing a document")
-    def on_remove(doc_hash, sid):
+    def on_remove(doc_hash, sid, confirmed="yes"):
         need_sid(sid)
-        if doc_hash == CANCELLED:
+        if confirmed != "yes":  # "Cancel" in the confirmation
             return gr.skip(), gr.skip(), gr.skip()
         if not doc_hash:
             raise user_error("Pick a document to remove first.")
@@ -121,5 +121,5 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
     upload.upload(on_upload, [upload, sid], [status, docs, remove_pick, upload], show_progress="minimal",
                   **ctx.model_work)
     sample_btn.click(on_sample, [sid], [status, docs, remove_pick, upload], show_progress="minimal", **ctx.model_work)
-    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick], js=CONFIRM_REMOVE)
+    remove_btn.click(on_remove, [remove_pick, sid, confirmed], [lib_msg, docs, remove_pick], js=CONFIRM_REMOVE)
     return LibraryTab(docs, remove_pick)
