@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from pipeline.errors import BackendUnavailable
-    from pipeline.index import Library
+from pipeline.index import Library
 from pipeline.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
