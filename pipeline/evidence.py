@@ -19,7 +19,7 @@ from typing import Sequence
 import pymupdf
 from PIL import Image
 
-from .render import Marker, chunk_word_indices, line_groups, render_marked, union_box
+from .render import Marker, chunk_page, chunk_word_indices, line_groups, render_marked, union_box
 from .text import normalize
 from .types import Box, Chunk, Page
 
@@ -161,11 +161,5 @@ def evidence_for(library, chunk: Chunk, question: str, option_text: str, page_nu
                  **kw) -> Evidence:
     """:func:`evidence_views` for a chunk of a library (its first page by default); ``library`` needs
     ``page(doc_hash, number)`` and ``pdf_path(doc_hash)`` (see :class:`pipeline.index.Library`)."""
-    if page_number is None:
-        if not chunk.spans:
-            raise ValueError(f"chunk {chunk.chunk_id} has no page spans to show")
-        page_number = chunk.spans[0][0]
-    page = library.page(chunk.doc_hash, page_number)
-    if page is None:
-        raise ValueError(f"page {page_number} of {chunk.doc_name or chunk.doc_hash} is not in the library")
+    page = chunk_page(library, chunk, page_number)
     return evidence_views(library.pdf_path(chunk.doc_hash), page, chunk, question, option_text, **kw)

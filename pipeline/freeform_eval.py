@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import QuestionsError
-from .evaluation.questions import _page, _short, decode
+from .evaluation.questions import _columns, _delimiter, _page, _short, decode
 from .evaluation.run import index_folder
 from .freeform import FreeAnswer, answer_free
 from .qa import Pipeline
@@ -69,22 +69,11 @@ def read_free_questions(data: bytes | str, max_questions: int | None = None) -> 
     """Questions from a free-form CSV and notes on skipped rows. ``gold_answer`` is the ``Answer`` cell
     ("" = unanswerable) or None when the file has no ``Answer`` column; ``options`` is empty."""
     text, problems = decode(data) if isinstance(data, bytes) else (data.lstrip("\ufeff"), [])
-    first = text.split("\n", 1)[0]
-    delim = max((",", ";", "\t"), key=lambda d: sum(f.strip().casefold() in {c.casefold() for c in REQUIRED + GOLD}
-                                                    for f in next(csv.reader([first], delimiter=d))))
-    reader = csv.reader(io.StringIO(text), delimiter=delim)
+    reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text.split("\n", 1)[0], REQUIRED + GOLD))
     try:
         header = [h.strip() for h in next(reader, [])]
-        canon = {c.casefold(): c for c in REQUIRED + GOLD}
-        col: dict[str, int] = {}
-        for i, h in enumerate(header):
-            col.setdefault(canon.get(h.casefold(), h), i)
-        missing = [c for c in REQUIRED if c not in col]
-        if missing:
-            found = ", ".join(_short(h, 30) for h in header[:20] if h) or "nothing"
-            raise QuestionsError(f"the questions file lacks the column(s) {', '.join(missing)} (found: {found}); "
-                                 "expected Question_ID, Question, and for scoring Answer (empty = unanswerable), "
-                                 "Doc_ID, Page_Num")
+        col = _columns(header, REQUIRED, GOLD, "Question_ID, Question, and for scoring Answer "
+                                               "(empty = unanswerable), Doc_ID, Page_Num")
         questions, seen = [], {}
         line = reader.line_num + 1
         for row in reader:

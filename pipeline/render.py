@@ -225,6 +225,12 @@ def evidence_image(library, chunk: Chunk, page_number: int | None = None, **kw) 
     keyword arguments go to :func:`render_page`. A page the chunk does not
     reach is rendered without highlight.
     """
+    page = chunk_page(library, chunk, page_number)
+    return render_page(library.pdf_path(chunk.doc_hash), page.number, chunk_boxes(page, chunk), **kw)
+
+
+def chunk_page(library, chunk: Chunk, page_number: int | None = None) -> Page:
+    """A page of a chunk's document from the library (the chunk's first page by default)."""
     if page_number is None:
         if not chunk.spans:
             raise ValueError(f"chunk {chunk.chunk_id} has no page spans to show")
@@ -232,7 +238,7 @@ def evidence_image(library, chunk: Chunk, page_number: int | None = None, **kw) 
     page = library.page(chunk.doc_hash, page_number)
     if page is None:
         raise ValueError(f"page {page_number} of {chunk.doc_name or chunk.doc_hash} is not in the library")
-    return render_page(library.pdf_path(chunk.doc_hash), page_number, chunk_boxes(page, chunk), **kw)
+    return page
 
 
 # ---- two pages next to each other ------------------------------------------

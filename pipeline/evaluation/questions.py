@@ -53,11 +53,26 @@ def decode(data: bytes) -> tuple[str, list[str]]:
     return text, notes
 
 
-def _delimiter(first_line: str) -> str:
+def _delimiter(first_line: str, columns: list[str] | None = None) -> str:
     """Comma, semicolon or tab: whichever splits the header into the most known column names."""
-    known = {c.casefold() for c in REQUIRED + GOLD}
+    known = {c.casefold() for c in (columns or REQUIRED + GOLD)}
     return max((",", ";", "\t"),
                key=lambda d: sum(f.strip().casefold() in known for f in next(csv.reader([first_line], delimiter=d))))
+
+
+def _columns(header: list[str], required: list[str], optional: list[str], expected: str) -> dict[str, int]:
+    """Each column name (known ones in their canonical case) → its index; raises :class:`QuestionsError`
+    naming what is missing and ``expected``."""
+    canon = {c.casefold(): c for c in required + optional}
+    col: dict[str, int] = {}
+    for i, h in enumerate(header):
+        col.setdefault(canon.get(h.casefold(), h), i)
+    missing = [c for c in required if c not in col]
+    if missing:
+        found = ", ".join(_short(h, 30) for h in header[:20] if h) or "nothing"
+        raise QuestionsError(f"the questions file lacks the column(s) {', '.join(missing)} (found: {found}); "
+                             f"expected {expected}")
+    return col
 
 
 def _short(s: str, n: int = 40) -> str:
@@ -83,16 +98,8 @@ def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple
     reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text.split("\n", 1)[0]))
     try:
         header = [h.strip() for h in next(reader, [])]
-        canon = {c.casefold(): c for c in REQUIRED + GOLD}
-        col: dict[str, int] = {}
-        for i, h in enumerate(header):
-            col.setdefault(canon.get(h.casefold(), h), i)
-        missing = [c for c in REQUIRED if c not in col]
-        if missing:
-            found = ", ".join(_short(h, 30) for h in header[:20] if h) or "nothing"
-            raise QuestionsError(f"the questions file lacks the column(s) {', '.join(missing)} (found: {found}); "
-                                 f"expected Question_ID, Question, A, B, C, D, E, F, and for scoring "
-                                 f"Correct_Answer, Doc_ID, Page_Num")
+        col = _columns(header, REQUIRED, GOLD, "Question_ID, Question, A, B, C, D, E, F, and for scoring "
+                                               "Correct_Answer, Doc_ID, Page_Num")
         extra = [h for h in header if len(h) == 1 and h.upper() > "F" and h.isalpha()]
         if extra:
             problems.append(f"column(s) {', '.join(extra)} ignored: a question has six options, A–F")
