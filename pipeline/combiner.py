@@ -146,13 +146,18 @@ def fit_clogit(X: np.ndarray, y: np.ndarray, M: np.ndarray, l2: float = 1.0, ite
 
 
 def fit_temperature(Z: np.ndarray, y: np.ndarray, M: np.ndarray) -> float:
-    """The temperature T minimising the negative log-likelihood of softmax(Z / T) (grid, then refined)."""
-    def nll(t):
-        return -sum(np.log(max(1e-300, softmax_masked(z / t, m)[yi])) for z, yi, m in zip(Z, y, M))
+    """The temperature T minimising the Brier score of softmax(Z / T) (grid, then refined).
+
+    The Brier score, unlike the log-likelihood, is not dominated by a few confidently wrong answers, so
+    the confidence shown comes out calibrated instead of timid: on ``../shared/unlp`` (option scorer,
+    held-out folds) ECE 0.068 against 0.117 for the likelihood's temperature (bench/answer_quality.md).
+    """
+    def brier(t):
+        return sum(float(((softmax_masked(z / t, m) - np.eye(len(z))[yi]) ** 2).sum()) for z, yi, m in zip(Z, y, M))
     grid = np.exp(np.linspace(np.log(0.02), np.log(50), 60))
-    best = grid[int(np.argmin([nll(t) for t in grid]))]
+    best = grid[int(np.argmin([brier(t) for t in grid]))]
     fine = best * np.exp(np.linspace(-0.12, 0.12, 13))
-    return float(fine[int(np.argmin([nll(t) for t in fine]))])
+    return float(fine[int(np.argmin([brier(t) for t in fine]))])
 
 
 def ece(conf: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
