@@ -255,6 +255,16 @@ _PROGRAMMES = ["«Молодь громади»", "«Цифрова школа»
                "«Ветеранський простір»", "«Медіаграмотність»", "«Енергоощадна громада»", "«Спорт для всіх»",
                "«Креативні індустрії»", "«Чиста вода»", "«Інклюзивна освіта»", "«Локальна історія»",
                "«Волонтерські центри»", "«Відкрите врядування»"]
+def _programmes(variants, products, name: str, also: str, chapter: str):
+    """Entities for a theme of programmes × variants: one chapter per variant (``{p}`` product, ``{v}`` variant,
+    ``{a}`` the first way a question names the variant)."""
+    def entities(rng: random.Random) -> list[tuple[str, list[Entity]]]:
+        return [(chapter.format(v=v), [Entity(name.format(p=p, v=v), [f"програми {p} {a}" for a in asked]
+                                              + [also.format(p=p, a=asked[0])], p) for p in products])
+                for v, asked, _short in variants]
+    return entities
+
+
 _APPLICANTS = [("громадських організацій", ["для громадських об’єднань", "коли заявником є громадська організація"],
                 "ГО"),
                ("органів місцевого самоврядування", ["для територіальних громад (ОМС)",
@@ -269,14 +279,8 @@ _APPLICANTS = [("громадських організацій", ["для гро
                                        "коли заявником є бібліотека або музей"], "бібліотеки й музеї")]
 
 
-def _grant_entities(rng: random.Random) -> list[tuple[str, list[Entity]]]:
-    chapters = []
-    for app, asked, short in _APPLICANTS:
-        ents = [Entity(f"Грантова програма {p} для {app}",
-                       [f"програми {p} {a}" for a in asked] + [f"конкурсу {p} {asked[0]}"], f"{p}")
-                for p in _PROGRAMMES]
-        chapters.append((f"Програми підтримки {app}", ents))
-    return chapters
+_grant_entities = _programmes(_APPLICANTS, _PROGRAMMES, "Грантова програма {p} для {v}", "конкурсу {p} {a}",
+                              "Програми підтримки {v}")
 
 
 GRANTS = Theme(
@@ -369,14 +373,8 @@ _COVERS = [("на території України", ["при страхува�
                                                   "у варіанті для бюджетних установ"], "бюджетний")]
 
 
-def _insurance_entities(rng: random.Random) -> list[tuple[str, list[Entity]]]:
-    chapters = []
-    for cover, asked, short in _COVERS:
-        ents = [Entity(f"Програма страхування {p} {cover}",
-                       [f"програми {p} {a}" for a in asked] + [f"страхового продукту {p} {asked[0]}"], f"{p}")
-                for p in _PLANS]
-        chapters.append((f"Програми страхування {cover}", ents))
-    return chapters
+_insurance_entities = _programmes(_COVERS, _PLANS, "Програма страхування {p} {v}", "страхового продукту {p} {a}",
+                                  "Програми страхування {v}")
 
 
 INSURANCE = Theme(

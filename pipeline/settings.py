@@ -158,6 +158,7 @@ class Settings(BaseSettings):
 
     # ---- vector store: the embedded Chroma in the data directory, or a Chroma server ----
     chroma_url: str | None = None  # e.g. http://10.0.0.5:8000
+    exact_search_max: int = 20000  # up to this many chunks, dense search is exact (numpy) and reproducible
 
     # ---- web app (app.py) ----
     shared_library: bool = False  # one library for every visitor (default: one per browser)

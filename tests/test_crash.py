@@ -32,6 +32,7 @@ import pytest
 
 from pipeline.index import Library
 from pipeline.settings import load_settings
+from counting import CountingEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIALS = int(os.environ.get("PDFQA_CRASH_TRIALS", "24"))
@@ -228,18 +229,6 @@ TERMS = ["кавоварка", "пилосос", "холодильник", "мі
          "чайник", "фен", "обігрівач", "кондиціонер"]
 
 
-class _Counting:
-    """The real embedder, counting the passages it embeds."""
-
-    def __init__(self, embedder):
-        self._e, self.passages = embedder, 0
-
-    def __getattr__(self, name):
-        return getattr(self._e, name)
-
-    def embed_passages(self, texts):
-        self.passages += len(texts)
-        return self._e.embed_passages(texts)
 
 
 @pytest.mark.timeout(1200)
@@ -287,7 +276,7 @@ def test_sigkill_during_background_embedding_resumes_without_embedding_twice(tmp
         ro.close()
 
         # reopened with an embedder: the embedding resumes by itself and embeds only what has no vector
-        counting = _Counting(embedder)
+        counting = CountingEmbedder(embedder)
         lib = Library(root, counting, s, background=True)
         try:
             assert lib.wait_indexed(timeout=600)

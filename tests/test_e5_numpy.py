@@ -148,6 +148,32 @@ def test_a_batch_equals_one_by_one_and_threads_share_the_engine(engines, chunk_t
         assert np.abs(results[k] - batch[k::3]).max() < 1e-5
 
 
+def test_a_query_does_not_wait_for_a_long_passage_batch(chunk_texts):
+    """Background embedding of a long document must not hold a question's query behind the whole batch."""
+    import time
+
+    emb = E5Embedder(n_threads=2, engine="numpy")  # the embedder the library and the retriever share
+    texts = (chunk_texts * 8)[:48]
+    done: dict[str, float] = {}
+    started = threading.Event()
+
+    def passages():
+        started.set()
+        emb.embed_passages(texts)
+        done["passages"] = time.perf_counter()
+
+    t = threading.Thread(target=passages)
+    t.start()
+    started.wait()
+    time.sleep(0.3)
+    q = emb.embed_queries(["Яка доза для дорослих?"])
+    done["query"] = time.perf_counter()
+    t.join()
+    assert done["query"] < done["passages"]
+    want = emb.embed_queries(["Яка доза для дорослих?"])
+    assert np.abs(q - want).max() < 1e-5
+
+
 def test_the_setting_chooses_the_engine():
     from pipeline.settings import load_settings
 

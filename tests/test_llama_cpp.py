@@ -44,8 +44,8 @@ def test_empty_option_never_wins(models):
     assert s.option["B"] < 1e-6 and s.option["D"] < 1e-6 and max(s.option, key=s.option.get) == "E"
 
 
-def test_extra_buffers_follow_the_setting_and_the_cpu():
-    from pipeline.backends.llama_cpp import amx_reported, use_extra_buffers
+def test_extra_buffers_follow_the_setting_the_cpu_and_the_build():
+    from pipeline.backends.llama_cpp import amx_built, amx_reported, use_extra_buffers
 
     assert use_extra_buffers("on") is True and use_extra_buffers("off") is False
-    assert use_extra_buffers("auto") is (not amx_reported())
+    assert use_extra_buffers("auto") is not (amx_reported() and amx_built())

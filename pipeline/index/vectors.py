@@ -15,9 +15,17 @@ batch, each batch marked in SQLite after it is written; on open, vectors of
 documents never listed are swept away, and a library whose marked chunks have
 lost their vectors (a reset or different server) is refused with a clear
 message rather than answered from half an index.
+
+Search is exact while a library is small (``exact_search_max`` chunks, the
+default covers a few thousand pages): the vectors are read once into memory and
+compared by one matrix product, so the same question over the same library
+always gets the same chunks (HNSW's graph depends on insertion order and
+threads, and changed one answer in 170 between two loads of one library).
+Larger libraries, and a Chroma server, use Chroma's HNSW search.
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -59,6 +67,10 @@ class VectorIndex:
                                                settings=chromadb.Settings(anonymized_telemetry=False))
             name, where = f"chunks-{fp}", str(root / "chroma")
             self._path = where
+        self._exact_max = 0 if settings.chroma_url else settings.exact_search_max
+        self._exact: tuple[list[str], np.ndarray] | None = None  # ids and vectors, read on first search
+        self._version = 0  # bumped by every write: a copy read across a write is not kept
+        self._exact_lock = threading.Lock()
         self._col = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
         if self._col.count() < n_listed:
             raise LibraryMismatch(
@@ -69,9 +81,11 @@ class VectorIndex:
     def add(self, ids: list[str], vectors: np.ndarray, doc_hash: str, indices: list[int]) -> None:
         self._col.upsert(ids=ids, embeddings=vectors.tolist(),
                          metadatas=[{"doc_hash": doc_hash, "idx": i} for i in indices])
+        self._changed()
 
     def remove_document(self, doc_hash: str) -> None:
         self._col.delete(where={"doc_hash": doc_hash})
+        self._changed()
 
     def sweep(self, listed: set[str]) -> None:
         """Remove the vectors of documents that are not listed (a crash between vectors and rows)."""
@@ -79,6 +93,7 @@ class VectorIndex:
         orphans = [i for i, m in zip(stored["ids"], stored["metadatas"]) if m.get("doc_hash") not in listed]
         if orphans:
             self._col.delete(ids=orphans)
+            self._changed()
 
     def get(self, ids: list[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those of ``ids`` that have one (a document still embedding lacks some)."""
@@ -101,8 +116,35 @@ class VectorIndex:
         n = self._col.count()
         if n == 0:
             return {}
+        if n <= self._exact_max:
+            return self._exact_search(qvec, k)
         r = self._col.query(query_embeddings=[qvec.tolist()], n_results=min(k, n), include=["distances"])
         return {i: 1.0 - d for i, d in zip(r["ids"][0], r["distances"][0])}
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._exact = None
+
+    def _exact_search(self, qvec: np.ndarray, k: int) -> dict[str, float]:
+        """Every stored vector against ``qvec``; ties broken by chunk id, so the result never varies."""
+        with self._exact_lock:
+            cached = self._exact
+            if cached is None:  # (re)read after any change
+                version = self._version
+                got = self._col.get(include=["embeddings"])
+                order = np.argsort(got["ids"])
+                ids = [got["ids"][i] for i in order]
+                vecs = np.asarray(got["embeddings"], dtype=np.float32).reshape(len(ids), -1)[order]
+                cached = (ids, vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12))
+                if version == self._version:  # no write happened during the read
+                    self._exact = cached
+            ids, vecs = cached
+        if not ids:
+            return {}
+        q = np.asarray(qvec, dtype=np.float32)
+        sims = vecs @ (q / max(float(np.linalg.norm(q)), 1e-12))
+        top = np.argsort(-sims, kind="stable")[:k]
+        return {ids[i]: float(sims[i]) for i in top}
 
     def close(self) -> None:
         """Release this library's embedded Chroma system (best effort)."""
