@@ -366,3 +366,76 @@ def test_app_caps_malloc_arenas_unless_the_environment_says_otherwise():
     out = subprocess.run([sys.executable, "-c", code], env={**env, "MALLOC_ARENA_MAX": "4"}, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False"  # glibc already read the user's own setting
+
+
+# ---- titles, progress, compare, confidence (issue 12) ---------------------------------------------------
+def test_doc_label_puts_the_title_first_and_the_file_second():
+    from webapp.views import doc_label
+
+    assert doc_label("Інструкція для  медичного застосування", "4e77.pdf") == \
+        "Інструкція для медичного застосування — 4e77.pdf"
+    assert doc_label("", "a.pdf") == "a.pdf" and doc_label("a.pdf", "a.pdf") == "a.pdf"
+
+
+def test_progress_html_counts_time_and_escapes():
+    from webapp.views import progress_html
+
+    h = progress_html(2, 8, 60.0, "<b>q</b>")
+    assert "2 / 8 questions" in h and "1 min 00 s elapsed" in h and "about 3 min 00 s left" in h
+    assert "<b>q</b>" not in h and "width:25.0%" in h
+    assert "left" not in progress_html(0, 8, 3.0)  # no estimate before the first question
+
+
+def test_flip_rows_lists_answer_document_and_page_flips():
+    from webapp.evaluate_tab import flip_rows
+
+    gold = {"answer": "A", "doc": "x.pdf", "page": 2}
+    before = {"traces": [{"Question_ID": "1", "answer": "A", "doc": "x.pdf", "page": 2, "gold": gold},
+                         {"Question_ID": "2", "answer": "B", "doc": "y.pdf", "page": 2, "gold": gold}]}
+    after = {"traces": [{"Question_ID": "1", "answer": "A", "doc": "y.pdf", "page": 3, "gold": gold},
+                        {"Question_ID": "2", "answer": "A", "doc": "y.pdf", "page": 2, "gold": gold}]}
+    got = {(r[0], r[1]) for r in flip_rows(before, after)}
+    assert got == {("1", "document broken"), ("1", "page broken"), ("2", "answer fixed")}
+
+
+def test_weak_evidence_rule_and_scorer_title():
+    from pipeline.types import Answer, Candidate, Chunk
+    from webapp.views import not_in_documents, scorer_title
+
+    def ans(fused, details=None):
+        ch = Chunk("c", "h", "a.pdf", 0, "", "t", "", [])
+        return Answer("A", {"A": 0.9}, "a.pdf", "h", 1,
+                      [Candidate(ch, {"fused": fused, "dense": 0.1, "lexical": 0.1}, 1)], [], {}, details or {})
+
+    assert not_in_documents(ans(0.4)) and not not_in_documents(ans(2.5))
+    assert not not_in_documents(ans(0.4, {"not_in_documents": False}))  # the answerer's own flag wins
+    assert scorer_title(ans(2.5), "option") == "Option likelihood"
+    assert scorer_title(ans(2.5, {"scorer": "letter"}), "option") == "Letter probabilities"
+
+
+def test_store_adds_the_title_column_to_an_old_library_and_fills_it(tmp_path):
+    import sqlite3
+
+    from pipeline.index.store import DocumentStore
+
+    db = sqlite3.connect(tmp_path / "library.sqlite")
+    db.executescript("CREATE TABLE documents (doc_hash TEXT PRIMARY KEY, name TEXT, n_pages INTEGER, "
+                     "n_chunks INTEGER, added REAL, warnings TEXT);"
+                     "CREATE TABLE pages (doc_hash TEXT, number INTEGER, width REAL, height REAL, markdown TEXT, "
+                     "words TEXT, spans TEXT, headings TEXT, PRIMARY KEY (doc_hash, number));"
+                     "INSERT INTO documents VALUES ('h1', 'leaflet.pdf', 1, 1, 0, '[]');"
+                     "INSERT INTO pages VALUES ('h1', 1, 10, 10, '# Парацетамол таблетки\nТекст', '[]', '[]', '[]');")
+    db.commit()
+    db.close()
+    store = DocumentStore(tmp_path, "fp")
+    (doc,) = store.documents()
+    assert doc.title == "Парацетамол таблетки", doc
+    store.close()
+
+
+def test_candidate_text_is_plain_and_cut_at_a_word():
+    from webapp.views import clip, plain
+
+    assert plain("_Дорослим:_ ## **3. Спосіб** застосування a_b") == "Дорослим: 3. Спосіб застосування a_b"
+    cut = clip("слово " * 80, 50)
+    assert cut.endswith("слово…") and len(cut) <= 50

@@ -188,3 +188,18 @@ def test_batch_command_end_to_end(tmp_path, models, manual_pdf, pdfgen, monkeypa
     (trace,) = [json.loads(line) for line in open(out / "trace.jsonl", encoding="utf-8")]
     assert trace["gold_rank"]["rerank"] >= 1 and set(trace["probabilities"]) == set("ABCDEF")
     assert all({"dense", "lexical", "fused", "rerank"} <= set(c["scores"]) for c in trace["candidates"])
+
+
+def test_a_question_over_the_length_limit_fails_at_once_in_a_batch():
+    """The batch checks each question before any model work (item 11): a clear failure, not minutes of work."""
+    from types import SimpleNamespace
+
+    from pipeline.errors import QuestionError
+    from pipeline.evaluation.run import _predict
+    from pipeline.types import Question
+
+    s = load_settings()
+    pipe = SimpleNamespace(settings=s)  # no models: the check must come first
+    q = Question("q", "Що? " * 1800, ["a", "b", "", "", "", ""])
+    with pytest.raises(QuestionError, match="over the limit"):
+        _predict(pipe, q, {"Question_ID": "q"}, True)

@@ -43,8 +43,9 @@ def df(rows: list[list], columns: list[str]) -> pd.DataFrame:
 
 
 def user_error(message: str) -> gr.Error:
-    """A user-facing error; Gradio shows its message as HTML, so it is escaped."""
-    return gr.Error(html.escape(message))
+    """A user-facing error; Gradio shows its message as HTML, so it is escaped. Gradio prints no traceback
+    for it (the handler logs one line; a bug's traceback is logged by :func:`message`)."""
+    return gr.Error(html.escape(message), print_exception=False)
 
 
 def message(e: BaseException, doing: str) -> str:

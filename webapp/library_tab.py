@@ -29,6 +29,11 @@ class LibraryTab:
         return [self.docs, self.remove_pick, self.refresh]
 
 
+# Remove asks first; the answer goes to the hidden "confirmed" box ("yes" or "no")
+CONFIRM_REMOVE = ("(doc, sid, _) => [doc, sid, (!doc || window.confirm('Remove this document from your library? "
+                  "Its pages and passages are deleted.')) ? 'yes' : 'no']")
+
+
 def library_views(ctx: Context, sid: str):
     """The documents table, the remove dropdown's choices, and the refresh timer (on while any is embedding)."""
     docs = []
@@ -56,6 +61,7 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         remove_pick = gr.Dropdown(label="Document to remove", choices=[], elem_id="remove-pick", scale=3)
         remove_btn = gr.Button("Remove", variant="stop", elem_id="remove", scale=1)
     lib_msg = gr.Markdown(elem_id="library-message")
+    confirmed = gr.Textbox(visible=False)
 
     def index_files(sid: str, items: list[tuple[str, Path]]):
         """Index (name, path) pairs one by one, yielding the status table as each moves on."""
@@ -89,7 +95,13 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
                     else:
                         rows[i][1:] = ["failed", V.failure_text(name, val) if isinstance(val, IngestError)
                                        else message(val, f"indexing {name}")]
-                    yield df(rows, V.STATUS_COLUMNS), *no_change
+                    if kind == "done":  # the documents table grows as each document is indexed
+                        got = pipe.library.documents()
+                        yield (df(rows, V.STATUS_COLUMNS), df(V.doc_rows(got), V.DOC_COLUMNS),
+                               gr.update(choices=V.doc_choices(got), value=None),
+                               gr.Timer(active=any(d.state != "indexed" for d in got)), gr.skip())
+                    else:
+                        yield df(rows, V.STATUS_COLUMNS), *no_change
         yield df(rows, V.STATUS_COLUMNS), *library_views(ctx, sid), None  # the upload box is emptied for the next files
 
     @handled("indexing the upload")
@@ -106,8 +118,10 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         yield from index_files(sid, [(p.name, p) for p in pdfs])
 
     @handled("removing a document")
-    def on_remove(doc_hash, sid):
+    def on_remove(doc_hash, sid, confirmed="yes"):
         need_sid(sid)
+        if confirmed != "yes":  # "Cancel" in the confirmation
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         if not doc_hash:
             raise user_error("Pick a document to remove first.")
         with store.open(sid) as pipe:
@@ -125,6 +139,7 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
                   **ctx.model_work)
     sample_btn.click(on_sample, [sid], [status, docs, remove_pick, refresh, upload], show_progress="minimal",
                      **ctx.model_work)
-    remove_btn.click(on_remove, [remove_pick, sid], [lib_msg, docs, remove_pick, refresh])
+    remove_btn.click(on_remove, [remove_pick, sid, confirmed], [lib_msg, docs, remove_pick, refresh],
+                     js=CONFIRM_REMOVE)
     refresh.tick(on_tick, [sid], [docs, remove_pick, refresh], show_progress="hidden")
     return LibraryTab(docs, remove_pick, refresh)

@@ -34,6 +34,7 @@ THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
 CSS = """
 #answer-letter h2 {font-size: 2rem; margin: 0}
 .pdfqa-small textarea {font-size: 0.85rem}
+#ask-status, #eval-progress {font-weight: 600}
 """
 
 
@@ -82,8 +83,8 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
         with gr.Tabs():
             with gr.Tab("Library", id="library"):
                 library = library_tab.build(ctx, sid)
-            with gr.Tab("Ask", id="ask"):
-                ask_tab.build(ctx, sid)
+            with gr.Tab("Ask", id="ask") as ask_page:
+                examples = ask_tab.build(ctx, sid)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluation = evaluate_tab.build(ctx, sid)
 
@@ -92,5 +93,7 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
             return sid, sid, *library_tab.library_views(ctx, sid), *evaluate_tab.runs_choices(ctx, sid)
 
         demo.load(on_load, [stored], [stored, sid, *library.load_outputs, *evaluation.load_outputs])
+        ask_page.select(lambda sid: gr.update(visible=ask_tab.examples_visible(ctx, sid)), [sid], [examples],
+                        queue=False, show_progress="hidden")
     demo.pdfqa_store = store  # for tests and maintenance
     return demo

@@ -5,8 +5,10 @@ every string put into Markdown goes through :func:`md_escape`.
 """
 from __future__ import annotations
 
+import html
 import logging
 import queue
+import re
 import threading
 from typing import Any, Callable, Iterator
 
@@ -46,14 +48,27 @@ def plural(n: int, word: str) -> str:
 
 
 def clip(text: str, n: int = 300) -> str:
+    """One line of at most ``n`` characters, cut at a word boundary."""
     s = " ".join((text or "").split())
-    return s if len(s) <= n else s[: n - 1] + "…"
+    if len(s) <= n:
+        return s
+    cut = s[: n - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[n // 2:] else cut) + "…"
+
+
+_MD_MARKS = re.compile(r"(^|\s)#{1,6}\s+|\*\*|__|(?<!\w)[_*](?=\S)|(?<=\S)[_*](?!\w)")
+
+
+def plain(text: str) -> str:
+    """Chunk Markdown as plain reading text: heading marks and bold/italic markers dropped."""
+    return _MD_MARKS.sub(lambda m: m.group(1) or "", text or "")
 
 
 # ---- streaming work from a thread ------------------------------------------------
-def stream(work: Callable[[Callable[..., None]], Any]) -> Iterator[tuple[str, Any]]:
+def stream(work: Callable[[Callable[..., None]], Any], tick: float | None = None) -> Iterator[tuple[str, Any]]:
     """Run ``work(report)`` in a thread; yield ``("progress", args)`` for each ``report(*args)``,
-    then ``("done", result)`` or ``("error", exception)``."""
+    then ``("done", result)`` or ``("error", exception)``; with ``tick``, also ``("tick", None)`` after
+    each ``tick`` seconds without news (so a clock can move)."""
     q: queue.Queue = queue.Queue()
 
     def target():
@@ -64,7 +79,11 @@ def stream(work: Callable[[Callable[..., None]], Any]) -> Iterator[tuple[str, An
 
     threading.Thread(target=target, daemon=True, name="pdfqa-work").start()
     while True:
-        kind, value = q.get()
+        try:
+            kind, value = q.get(timeout=tick)
+        except queue.Empty:
+            yield "tick", None
+            continue
         yield kind, value
         if kind != "progress":
             return
@@ -98,8 +117,21 @@ def failure_text(name: str, err: Exception) -> str:
     return msg
 
 
+def doc_label(title: str | None, name: str | None) -> str:
+    """"title — file.pdf" (plain text: escape it before Markdown), or the file name when there is no title."""
+    name = name or ""
+    title = " ".join((title or "").split())
+    return f"{title} — {name}" if title and title != name else name
+
+
+def titles_of(library) -> dict[str, str]:
+    """File name → title for the library's documents."""
+    return {d.name: getattr(d, "title", "") for d in library.documents()}
+
+
 def doc_rows(docs) -> list[list]:
-    return [[d.name, doc_state(d), d.n_pages, d.n_chunks, "; ".join(d.warnings)] for d in docs]
+    return [[doc_label(getattr(d, "title", ""), d.name), doc_state(d), d.n_pages, d.n_chunks, "; ".join(d.warnings)]
+            for d in docs]
 
 
 def doc_state(d) -> str:
@@ -108,7 +140,7 @@ def doc_state(d) -> str:
 
 
 def doc_choices(docs) -> list[tuple[str, str]]:
-    return [(f"{d.name} ({d.n_pages} p.)", d.doc_hash) for d in docs]
+    return [(f"{doc_label(getattr(d, 'title', ''), d.name)} ({d.n_pages} p.)", d.doc_hash) for d in docs]
 
 
 # ---- ask ---------------------------------------------------------------------------
@@ -125,13 +157,39 @@ def probs_frame(probabilities: dict[str, float], series: str | None = None) -> p
     return pd.DataFrame(rows)
 
 
-def answer_markdown(q: Question, a: Answer) -> str:
+SCORER_TITLES = {"option": "Option likelihood", "letter": "Letter probabilities",
+                 "combined": "Letter and option likelihood combined"}
+WEAK_EVIDENCE = "⚠ The answer may not be in your documents"
+
+
+def scorer_title(a: Answer | None, scorer: str = "") -> str:
+    """The probability chart's title: which scorer produced the numbers (the answer's own word, else the
+    settings' ``scorer``)."""
+    key = str((a.details.get("scorer") if a is not None else None) or scorer)
+    return SCORER_TITLES.get(key, "Probabilities")
+
+
+def not_in_documents(a: Answer) -> bool:
+    """Whether to warn that the answer may not be in the documents: the answerer's own flag
+    (``details["not_in_documents"]``) when it gives one, else a plain rule on retrieval: the best
+    candidate's fused score is not above the pool's (z-score ≤ 1), i.e. nothing stands out."""
+    if "not_in_documents" in a.details:
+        return bool(a.details["not_in_documents"])
+    fused = [c.scores["fused"] for c in a.candidates
+             if all(isinstance(c.scores.get(k), (int, float)) for k in ("fused", "dense", "lexical"))]
+    return bool(fused) and max(fused) <= 1.0  # a z-score fusion only (one index alone gives raw scores)
+
+
+def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None, scorer: str = "") -> str:
     i = LETTERS.index(a.letter)
     p = a.probabilities.get(a.letter, 0.0)
     lines = [f"## Answer: {a.letter}", f"**{a.letter})** {md_escape(q.options[i], 400)}  ",
-             f"probability {p:.0%}", ""]
+             f"{scorer_title(a, scorer).lower()}: {p:.0%}", ""]
+    if not_in_documents(a):
+        lines.append(f"**{WEAK_EVIDENCE}:** the passages found match the question weakly.\n")
     if a.doc_name:
-        lines.append(f"**Document:** {md_escape(a.doc_name)} — **page {a.page}**")
+        label = doc_label((titles or {}).get(a.doc_name, ""), a.doc_name)
+        lines.append(f"**Document:** {md_escape(label)} — **page {a.page}**")
     if a.details.get("retried"):
         lines.append("\n(the model was asked again with wider evidence)")
     if a.details.get("lexical_only_docs"):
@@ -141,13 +199,14 @@ def answer_markdown(q: Question, a: Answer) -> str:
     return "\n".join(lines)
 
 
-def candidate_refs(q: Question, a: Answer) -> list[dict]:
+def candidate_refs(q: Question, a: Answer, titles: dict[str, str] | None = None) -> list[dict]:
     """What selecting a candidate needs: its chunk, document and evidence page (plain data)."""
     evid = {c.chunk.chunk_id for c in a.evidence}
     refs = []
     for c in a.candidates:
         refs.append({"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc_hash": c.chunk.doc_hash,
-                     "doc_name": c.chunk.doc_name, "page": evidence_page(c, q, a.letter),
+                     "doc_name": c.chunk.doc_name, "title": (titles or {}).get(c.chunk.doc_name, ""),
+                     "page": evidence_page(c, q, a.letter),
                      "pages": sorted(set(c.chunk.pages)), "evidence": c.chunk.chunk_id in evid,
                      "scores": {k: float(v) for k, v in c.scores.items() if isinstance(v, (int, float))},
                      "text": c.chunk.body})
@@ -158,10 +217,25 @@ def candidate_rows(refs: list[dict]) -> list[list]:
     rows = []
     for r in refs:
         sc = r["scores"]
-        rows.append([r["rank"], r["doc_name"], ", ".join(map(str, r["pages"])), r["page"],
+        rows.append([r["rank"], doc_label(r.get("title", ""), r["doc_name"]), ", ".join(map(str, r["pages"])), r["page"],
                      "yes" if r["evidence"] else "",
-                     *[round(sc[k], 4) if k in sc else None for k in SCORE_KEYS], clip(r["text"], 240)])
+                     *[round(sc[k], 3) if k in sc else None for k in SCORE_KEYS], clip(plain(r["text"]), 300)])
     return rows
+
+
+def why_markdown(q: Question, a: Answer, why: dict[str, list]) -> str:
+    """"Why this answer": the lines that support the chosen option and the runner-up, side by side."""
+    if not why:
+        return ""
+    cells = []
+    for letter in why:
+        opt = q.options[LETTERS.index(letter)]
+        lines = why[letter]
+        body = "<br>".join(f"p. {ln.page}: {md_escape(ln.text, 220)}" for ln in lines) or "no line supports it"
+        cells.append((f"{letter}) {md_escape(opt, 80)} — {a.probabilities.get(letter, 0.0):.0%}", body))
+    head = "| " + " | ".join(h for h, _ in cells) + " |"
+    return ("**Why this answer** (evidence lines for the chosen option and the runner-up)\n\n" + head + "\n|"
+            + "---|" * len(cells) + "\n| " + " | ".join(b for _, b in cells) + " |")
 
 
 def timing_rows(timings: dict[str, float]) -> list[list]:
@@ -184,8 +258,26 @@ def picture(library, chunk_id: str | None, doc_hash: str | None, page: int | Non
 
 
 # ---- evaluate ------------------------------------------------------------------------
-def metrics_markdown(m: dict, name: str) -> str:
+def duration(seconds: float) -> str:
+    s = int(round(max(0.0, seconds)))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def progress_html(done: int, total: int, elapsed: float, stage: str = "") -> str:
+    """The Evaluate progress bar: questions done / total, time elapsed and (after the first) time left."""
+    left = f" · about {duration(elapsed / done * (total - done))} left" if 0 < done < total else ""
+    pct = 100 * done / total if total else 0
+    note = f" · {html.escape(stage)}" if stage else ""
+    return (f'<div id="eval-progress-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{total}" '
+            f'aria-valuenow="{done}" style="border:1px solid #999;border-radius:6px;height:16px;overflow:hidden">'
+            f'<div style="width:{pct:.1f}%;height:100%;background:#f97316"></div></div>'
+            f'<div>{done} / {total} questions · {duration(elapsed)} elapsed{left}{note}</div>')
+
+
+def metrics_markdown(m: dict, name: str, missing_note: str = "") -> str:
     lines = [f"### Run {md_escape(name)}", f"{m.get('n_questions', 0)} questions, {m.get('failed', 0)} failed"]
+    if missing_note:
+        lines += ["", f"**⚠ {md_escape(missing_note)}**"]
     if "score" in m:
         lines += ["", f"**Score: {m['score']:.3f}** = 0.5 × answer accuracy {m['answer_accuracy']:.3f} "
                       f"+ 0.25 × document accuracy {m['doc_accuracy']:.3f} "
@@ -226,26 +318,29 @@ def doc_hash_by_name(library, name: str | None) -> str | None:
     return next((d.doc_hash for d in library.documents() if d.name == name), None)
 
 
-def trace_pages_image(library, rec: dict):
-    """The predicted page (rank-1 chunk highlighted) and the gold page side by side, with captions."""
-    from pipeline.render import side_by_side
-
+def trace_pages(library, rec: dict) -> tuple:
+    """The predicted page (rank-1 chunk highlighted) and the gold page, each with its caption, shown side by
+    side; a gold document not in the library or a gold page beyond it gets a caption that says so."""
+    titles = titles_of(library)
     cands = rec.get("candidates") or []
     left = right = None
-    left_label = right_label = ""
+    left_label, right_label = "Predicted page: none", "Gold page: none (no gold)"
     pred_hash = doc_hash_by_name(library, rec.get("doc"))
     if pred_hash and rec.get("page"):
         left = picture(library, cands[0]["chunk_id"] if cands else None, pred_hash, rec["page"])
-        left_label = f"Predicted: {rec['doc']}, page {rec['page']}"
+        left_label = f"Predicted: {doc_label(titles.get(rec['doc']), rec['doc'])}, page {rec['page']}"
     gold = rec.get("gold") or {}
-    gold_hash = doc_hash_by_name(library, gold.get("doc"))
-    if gold_hash and gold.get("page"):
-        on_page = next((c["chunk_id"] for c in cands if c["doc"] == gold["doc"] and gold["page"] in c["pages"]), None)
-        try:
-            right = picture(library, on_page, gold_hash, gold["page"])
-            right_label = f"Gold: {gold['doc']}, page {gold['page']}"
-        except ValueError as e:  # a gold page beyond the document
-            log.info("gold page not shown: %s", e)
-    if left is not None and right is not None:
-        return side_by_side(left, right, (left_label, right_label), font_size=max(18, left.width // 30))
-    return left if left is not None else right
+    if gold.get("doc"):
+        gold_hash = doc_hash_by_name(library, gold["doc"])
+        right_label = f"Gold: {doc_label(titles.get(gold['doc']), gold['doc'])}, page {gold.get('page')}"
+        if gold_hash is None:
+            right_label = f"Gold: {gold['doc']}, page {gold.get('page')} — this document is not in the library"
+        elif gold.get("page"):
+            on_page = next((c["chunk_id"] for c in cands if c["doc"] == gold["doc"] and gold["page"] in c["pages"]),
+                           None)
+            try:
+                right = picture(library, on_page, gold_hash, gold["page"])
+            except ValueError as e:  # a gold page beyond the document
+                log.info("gold page not shown: %s", e)
+                right_label += " — not in this document"
+    return left, left_label, right, right_label

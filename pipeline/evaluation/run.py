@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TypedDict
 
 from ..answer import evidence_page
+from ..checks import check_question
 from ..errors import BackendTimeout, IngestError
 from ..index import Indexer
 from ..ingest import check_size
@@ -74,7 +75,9 @@ def _cand(c: Candidate) -> dict:
 
 
 def _predict(pipe: Pipeline, q: Question, rec: TraceRecord, answer: bool) -> None:
-    """Fill ``rec`` for one question; what is found before a failure stays in it."""
+    """Fill ``rec`` for one question; what is found before a failure stays in it (a question over the
+    length limits fails at once with :class:`~pipeline.errors.QuestionError`)."""
+    check_question(q.text, q.options, pipe.settings)
     retrieved, reranked, timings = pipe.retrieve(q)
     top = reranked[0] if reranked else None
     rec.update(answer="", probabilities={}, doc=top.chunk.doc_name if top else None,

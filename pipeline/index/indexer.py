@@ -79,7 +79,7 @@ class Indexer:
         say("searchable", 0.4)
         lib.embed_in_background()
         return DocInfo(h, doc.name, doc.n_pages, len(chunks), doc.warnings, seconds=time.perf_counter() - t0,
-                       n_embedded=0)
+                       n_embedded=0, title=doc.title or doc.name)
 
     def embed_pending(self, max_batches: int | None = None) -> int:
         """Embed chunks of listed documents that have no vector, ``embed_batch`` at a time (at most

@@ -53,6 +53,7 @@ class DocInfo:
     def state(self) -> str:
         """``indexed`` (every chunk has its vector) or ``searchable`` (BM25 only while it embeds)."""
         return "searchable" if 0 <= self.n_embedded < self.n_chunks else "indexed"
+    title: str = ""  # for people (pipeline.titles); the file name is ``name``
 
 
 def _word_spans(word_at: list[int]) -> list[list[int]]:
@@ -91,6 +92,27 @@ class DocumentStore:
                 self.db.execute("ALTER TABLE chunks ADD COLUMN embedded INTEGER NOT NULL DEFAULT 1")
         self._files = self.root / "files"
         self._check_fingerprint(fingerprint)
+        self._add_titles()
+
+    def _add_titles(self) -> None:
+        """The ``title`` column (libraries made before it get it), filled for documents that lack one
+        from the stored PDF's metadata and first two pages."""
+        from ..titles import title_of
+
+        if "title" not in {r[1] for r in self.db.execute("PRAGMA table_info(documents)")}:
+            with self.db:
+                self.db.execute("ALTER TABLE documents ADD COLUMN title TEXT DEFAULT ''")
+        todo = self.db.execute("SELECT doc_hash, name FROM documents WHERE title IS NULL OR title=''").fetchall()
+        for h, name in todo:
+            md = [r[0] for r in self.db.execute(
+                "SELECT markdown FROM pages WHERE doc_hash=? ORDER BY number LIMIT 2", (h,))]
+            pdf = self.pdf_path(h)
+            try:
+                title = title_of(pdf.read_bytes() if pdf.exists() else None, md, name)
+            except Exception:  # noqa: BLE001 - a title is a nicety: never stops a library from opening
+                title = ""
+            with self.db:
+                self.db.execute("UPDATE documents SET title=? WHERE doc_hash=?", (title or name, h))
 
     def _check_fingerprint(self, fp: str) -> None:
         """Chunks and vectors depend on the chunking and embedding settings: one library, one fingerprint."""
@@ -118,8 +140,9 @@ class DocumentStore:
     def documents(self) -> list[DocInfo]:
         rows = self.db.execute(
             "SELECT doc_hash, name, n_pages, n_chunks, warnings, "
-            "(SELECT COUNT(*) FROM chunks c WHERE c.doc_hash=d.doc_hash AND c.embedded) FROM documents d ORDER BY added")
-        return [DocInfo(h, n, p, c, json.loads(w), n_embedded=e) for h, n, p, c, w, e in rows]
+            "(SELECT COUNT(*) FROM chunks c WHERE c.doc_hash=d.doc_hash AND c.embedded), title FROM documents d "
+            "ORDER BY added")
+        return [DocInfo(h, n, p, c, json.loads(w), n_embedded=e, title=t or "") for h, n, p, c, w, e, t in rows]
 
     def find(self, doc_hash: str) -> DocInfo | None:
         return next((d for d in self.documents() if d.doc_hash == doc_hash), None)
@@ -178,8 +201,9 @@ class DocumentStore:
             self.db.executemany(
                 "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?,?,?,0)",
                 [(c.chunk_id, h, c.index, c.heading, c.body, c.prefix, json.dumps(c.spans)) for c in chunks])
-            self.db.execute("INSERT OR REPLACE INTO documents VALUES (?,?,?,?,?,?)",
-                            (h, doc.name, doc.n_pages, len(chunks), time.time(), json.dumps(doc.warnings)))
+            self.db.execute("INSERT OR REPLACE INTO documents (doc_hash, name, n_pages, n_chunks, added, warnings, "
+                            "title) VALUES (?,?,?,?,?,?,?)", (h, doc.name, doc.n_pages, len(chunks), time.time(),
+                                                             json.dumps(doc.warnings), doc.title or doc.name))
 
     def unlist(self, doc_hash: str) -> bool:
         with self.db:

@@ -213,6 +213,8 @@ def test_ask_shows_letter_and_highlighted_evidence(alice, app, out_dir):
     expect(alice.locator("#answer")).to_contain_text("Answer: C", timeout=ANSWER_TIMEOUT)
     expect(alice.locator("#answer")).to_contain_text("muzei.pdf")
     expect(alice.locator("#answer")).to_contain_text("page 1")
+    expect(alice.locator("#evidence-crop img").first).to_be_visible()  # the enlarged evidence comes first
+    alice.get_by_role("tab", name="Whole page").click()  # the whole page is one click away
     stats = check_highlight(image_of(alice, "evidence-page", app), D.museum_pdf(), "Графік роботи", D.MUSEUM_ANSWER)
     print("evidence highlight:", stats)
     # every score is in the candidates table; PDF text stays text (no HTML from the PDF)
@@ -232,14 +234,120 @@ def test_ask_shows_letter_and_highlighted_evidence(alice, app, out_dir):
     shot(alice, out_dir, "02-ask.png")
 
 
+PANES = ["answer", "probabilities", "evidence-crop", "evidence-page", "timings", "candidates"]
+
+
+def error_badges(page, ids) -> list[str]:
+    """The panes among ``ids`` that show Gradio's red "Error" status (an output of a failed event)."""
+    found = []
+    for i in ids:
+        loc = page.locator(f"#{i}")
+        if loc.count() and re.search(r"\bError\b", loc.first.text_content() or ""):
+            found.append(i)
+    return found
+
+
+@pytest.mark.timeout(600)
+def test_ask_feedback_within_a_second_then_evidence_in_view(alice, app, out_dir, timings):
+    """Item 4 (status next to the button within 1 s, busy button, queue wait in the stage times), the
+    enlarged evidence first, "Why this answer", the chart named after its scorer, the document's title."""
+    tab(alice, "Ask")
+    alice.locator("#block textarea").fill(D.block(D.PARKING_Q))
+    alice.locator("#fill").click()
+    expect(alice.locator("#question textarea")).to_have_value(D.PARKING_Q[0])
+    t0 = time.perf_counter()
+    alice.locator("#ask").click()
+    expect(alice.locator("#ask-status")).to_contain_text(re.compile("Waiting|Retrieving|Reading"), timeout=5_000)
+    first = time.perf_counter() - t0
+    timings.record("ask_first_feedback_seconds", first)
+    expect(alice.locator("#ask")).to_be_disabled(timeout=1_000)
+    assert first < 1.0, first
+    expect(alice.locator("#answer")).to_contain_text("Answer: D", timeout=ANSWER_TIMEOUT)
+    timings.record("ask_answer_seconds", time.perf_counter() - t0)
+    expect(alice.locator("#ask")).to_be_enabled(timeout=10_000)
+    expect(alice.locator("#answer")).to_be_in_viewport(timeout=5_000)
+    expect(alice.locator("#timings")).to_contain_text("queue wait")
+    expect(alice.locator("#answer")).to_contain_text("parking.pdf")
+    expect(alice.locator("#probabilities")).to_contain_text(re.compile("Option likelihood|Letter probabilities"))
+    expect(alice.locator("#why")).to_contain_text("Why this answer")
+    alice.get_by_role("tab", name="Evidence (enlarged)").click()
+    crop = image_of(alice, "evidence-crop", app)
+    shown = alice.locator("#evidence-crop img").first.bounding_box()
+    assert shown["width"] >= 500, shown  # enlarged, not a whole page fitted into the pane
+    assert crop.width >= 600, crop.size
+    for w, h in ((1280, 720), (1920, 1080)):
+        alice.set_viewport_size({"width": w, "height": h})
+        alice.locator("#answer").scroll_into_view_if_needed()
+        alice.wait_for_timeout(500)
+        alice.screenshot(path=str(out_dir / "screenshots" / f"ask-{w}x{h}.png"))
+    alice.set_viewport_size({"width": 1400, "height": 1000})
+
+
+@pytest.mark.timeout(120)
+def test_a_mistake_leaves_the_previous_result_alone(alice, out_dir, timings):
+    """Item 1: clearing the options and pressing Answer shows a message; no pane turns into an Error badge.
+    Item 11: a 7,200-character question is refused at once with the limit named."""
+    tab(alice, "Ask")
+    before = text_of(alice, "answer")
+    assert "Answer:" in before
+    kept = {L: alice.locator(f"#option-{L} textarea").input_value() for L in "ABCDEF"}
+    for L in "BCDEF":
+        alice.locator(f"#option-{L} textarea").fill("")
+    t0 = time.perf_counter()
+    alice.locator("#ask").click()
+    expect(alice.get_by_text(re.compile("at least two options", re.I)).first).to_be_visible(timeout=5_000)
+    timings.record("ask_mistake_message_seconds", time.perf_counter() - t0)
+    alice.wait_for_timeout(1500)
+    assert error_badges(alice, PANES) == []
+    assert text_of(alice, "answer") == before
+    for L, v in kept.items():
+        alice.locator(f"#option-{L} textarea").fill(v)
+    alice.locator("#question textarea").fill("Що? " * 1800)  # 7,200 characters
+    t0 = time.perf_counter()
+    alice.locator("#ask").click()
+    expect(alice.get_by_text(re.compile("over the limit", re.I)).first).to_be_visible(timeout=5_000)
+    timings.record("ask_too_long_message_seconds", time.perf_counter() - t0)
+    assert error_badges(alice, PANES) == []
+    assert text_of(alice, "answer") == before
+    shot(alice, out_dir, "02b-ask-mistake.png")
+
+
+@pytest.mark.timeout(120)
+def test_fill_from_a_block_without_options_keeps_the_fields(alice, out_dir):
+    """Item 2: a block with no options gives a message; the question and option boxes stay as they were."""
+    tab(alice, "Ask")
+    alice.locator("#question textarea").fill("Яке питання?")
+    alice.locator("#option-A textarea").fill("перше")
+    alice.locator("#block textarea").fill("просто текст без варіантів")
+    alice.locator("#fill").click()
+    expect(alice.locator("#fill-message")).to_contain_text("Not filled", timeout=10_000)
+    alice.wait_for_timeout(1000)
+    expect(alice.locator("#question textarea")).to_have_value("Яке питання?")
+    expect(alice.locator("#option-A textarea")).to_have_value("перше")
+    assert error_badges(alice, ["question", *[f"option-{L}" for L in "ABCDEF"]]) == []
+
+
 @pytest.mark.timeout(900)
-def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path):
+def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path, timings):
     tab(alice, "Evaluate")
     upload(alice, "questions-csv", [files["questions.csv"]])
     alice.locator("#run-name textarea").fill("first")
     alice.wait_for_timeout(500)
+    t0 = time.perf_counter()
     alice.locator("#run").click()
+    # item 3: a progress bar at once, a busy Run button, a Stop button
+    expect(alice.locator("#eval-progress-bar")).to_be_visible(timeout=5_000)
+    first = time.perf_counter() - t0
+    timings.record("run_first_feedback_seconds", first)
+    expect(alice.locator("#eval-progress")).to_contain_text("0 / 2 questions")
+    expect(alice.locator("#run")).to_be_disabled(timeout=1_000)
+    expect(alice.locator("#stop")).to_be_enabled(timeout=1_000)
+    assert first < 1.0, first
+    assert alice.locator("#eval-progress-bar").bounding_box()["height"] >= 10
+    alice.wait_for_timeout(2500)
+    expect(alice.locator("#eval-progress")).to_contain_text(re.compile(r"[1-9]\d* s elapsed"))
     expect(alice.locator("#eval-message")).to_contain_text("finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(alice.locator("#run")).to_be_enabled(timeout=10_000)
     expect(alice.locator("#score")).to_contain_text("Score:")
     expect(alice.locator("#question-table")).to_contain_text("q2")
     with alice.expect_download() as dl:
@@ -254,8 +362,23 @@ def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path):
     row_locator(alice, "question-table", "q1").locator("[role=gridcell]").first.click()
     expect(alice.locator("#question-head")).to_contain_text("Question q1", timeout=60_000)
     expect(alice.locator("#gold-ranks")).to_contain_text("rerank")
-    pages = image_of(alice, "trace-pages", app)
-    assert pages.width > 1.8 * pages.height * 0.7  # two pages next to each other
+    # item 7: predicted and gold pages as two images side by side, captions whole, the table within the frame
+    pred, gold = (alice.locator(f"#{i}").bounding_box() for i in ("trace-predicted", "trace-gold"))
+    assert abs(pred["y"] - gold["y"]) < 5 and gold["x"] >= pred["x"] + pred["width"] - 5, (pred, gold)
+    image_of(alice, "trace-predicted", app), image_of(alice, "trace-gold", app)
+    expect(alice.locator("#question-head")).to_contain_text("Gold:")
+    alice.set_viewport_size({"width": 1280, "height": 720})
+    alice.wait_for_timeout(800)
+    width = alice.evaluate("() => { const t = document.querySelector('#question-table'); "
+                           "return [t.scrollWidth, t.clientWidth]; }")
+    assert width[0] <= width[1] + 2, width
+    alice.locator("#question-head").scroll_into_view_if_needed()
+    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-trace-1280x720.png"))
+    alice.set_viewport_size({"width": 1920, "height": 1080})
+    alice.locator("#question-table").scroll_into_view_if_needed()
+    alice.wait_for_timeout(500)
+    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-table-1920x1080.png"))
+    alice.set_viewport_size({"width": 1400, "height": 1000})
     expect(alice.locator("#trace")).to_contain_text("gold_rank")
     # the error filter and comparing a run with itself
     alice.locator("#error-kind label").filter(has_text="wrong document").click()
@@ -289,7 +412,52 @@ def test_compare_runs_in_the_ui(alice, out_dir):
     expect(alice.locator("#run-b input")).to_have_value("first")
     alice.locator("#compare").click()
     expect(alice.locator("#compare-summary")).to_contain_text("0 fixed", timeout=30_000)
+    expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = first")
     expect(alice.locator("#deltas")).to_contain_text("score")
+    assert not re.search(r"\d\.\d{4,}", text_of(alice, "deltas")), text_of(alice, "deltas")
+    alice.set_viewport_size({"width": 1280, "height": 720})
+    alice.locator("#compare-summary").scroll_into_view_if_needed()
+    alice.wait_for_timeout(500)
+    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-1280x720.png"))
+    alice.set_viewport_size({"width": 1400, "height": 1000})
+
+
+@pytest.mark.timeout(900)
+def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, out_dir, tmp_path):
+    """Item 3 (Stop ends the run and keeps what was done) and item 10 (missing gold documents named)."""
+    csv_path = tmp_path / "three.csv"
+    csv_path.write_bytes(D.questions_csv([("q2", D.PARKING_Q, "parking.pdf", 1), ("q1", D.MUSEUM_Q, "muzei.pdf", 1),
+                                          ("s3", D.MUSEUM_Q, "vidsutnii.pdf", 1)]))
+    tab(alice, "Evaluate")
+    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
+    upload(alice, "questions-csv", [csv_path])
+    alice.locator("#run-name textarea").fill("stopped")
+    alice.wait_for_timeout(500)
+    alice.locator("#run").click()
+    expect(alice.locator("#eval-progress")).to_contain_text("1 / 3", timeout=ANSWER_TIMEOUT)
+    alice.locator("#stop").click()
+    expect(alice.locator("#eval-message")).to_contain_text("stopped after", timeout=ANSWER_TIMEOUT)
+    msg = text_of(alice, "eval-message")
+    assert re.search(r"stopped after [12] of 3", msg), msg
+    expect(alice.locator("#score")).to_contain_text("vidsutnii.pdf")
+    expect(alice.locator("#score")).to_contain_text("not in the library")
+    expect(alice.locator("#question-table")).to_contain_text("s3")
+    expect(alice.locator("#download-submission")).to_be_enabled()
+    expect(alice.locator("#run")).to_be_enabled()
+    shot(alice, out_dir, "03b-evaluate-stopped.png")
+    # item 8: the older run is "before" by default; flips of answer, document or page are listed
+    expect(alice.locator("#run-a input")).to_have_value("first")
+    expect(alice.locator("#run-b input")).to_have_value("stopped")
+    alice.locator("#compare").click()
+    expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = stopped", timeout=30_000)
+    if "stopped after 1 of 3" in msg:  # q1 was not asked: its answer, document and page all went wrong
+        expect(alice.locator("#flips")).to_contain_text("answer broken")
+        expect(alice.locator("#flips")).to_contain_text("document broken")
+    alice.set_viewport_size({"width": 1280, "height": 720})
+    alice.locator("#compare-summary").scroll_into_view_if_needed()
+    alice.wait_for_timeout(500)
+    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-stopped-1280x720.png"))
+    alice.set_viewport_size({"width": 1400, "height": 1000})
 
 
 @pytest.mark.timeout(600)
@@ -319,6 +487,11 @@ def test_second_visitor_does_not_see_the_first_ones_documents(alice, bob, app, o
     # bob removes parking.pdf; alice keeps hers
     bob.locator("#remove-pick input").click()
     bob.locator("#remove-pick").get_by_role("option", name=re.compile("parking.pdf")).click()
+    bob.once("dialog", lambda d: d.dismiss())  # Remove asks first: "Cancel" keeps the document
+    bob.locator("#remove").click()
+    bob.wait_for_timeout(1500)
+    expect(bob.locator("#documents")).to_contain_text("parking.pdf")
+    bob.once("dialog", lambda d: d.accept())
     bob.locator("#remove").click()
     expect(bob.locator("#library-message")).to_contain_text("Removed parking.pdf", timeout=30_000)
     expect(bob.locator("#documents")).not_to_contain_text("parking.pdf")
@@ -365,6 +538,10 @@ def test_ten_page_pdf_upload_to_first_answer(browser, app, files, out_dir, timin
 @pytest.mark.timeout(600)
 def test_sample_corpus_and_examples(browser, app, out_dir):
     dave = open_app(browser, app)
+    tab(dave, "Ask")
+    dave.wait_for_timeout(1500)
+    expect(dave.locator("#examples")).to_be_hidden()  # item 12: no sample examples before the sample is loaded
+    tab(dave, "Library")
     dave.locator("#load-sample").click()
     n = len(list((ROOT / "assets" / "sample").glob("*.pdf")))
     wait_indexing_done(dave, n)
