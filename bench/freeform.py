@@ -55,22 +55,22 @@ VARIANTS = [
 
 
 # ---- build -------------------------------------------------------------------
-def copy_documents(src: Library, dst: Library, hashes: set[str]) -> None:
-    """Copy documents (rows, vectors, stored PDFs) from one library to another with the same settings."""
-    have = {d.doc_hash for d in dst.documents()}
-    for h in sorted(hashes - have):
-        got = src._col.get(where={"doc_hash": h}, include=["embeddings", "metadatas"])
-        dst._col.upsert(ids=got["ids"], embeddings=[list(map(float, e)) for e in got["embeddings"]],
-                        metadatas=got["metadatas"])
-        dst._files.mkdir(exist_ok=True)
-        shutil.copyfile(src.pdf_path(h), dst.pdf_path(h))
-        with dst._db:
-            for table in ("pages", "chunks", "documents"):
-                rows = src._db.execute(f"SELECT * FROM {table} WHERE doc_hash=?", (h,)).fetchall()
-                if rows:
-                    marks = ",".join("?" * len(rows[0]))
-                    dst._db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", rows)
-        dst._bm25 = None
+def half_library(full: Path, root: Path, keep: set[str], settings, embedder) -> int:
+    """A copy of the (closed) full library at ``root`` without the documents not in ``keep`` (no
+    re-embedding; made once, marked by ``root/done``); returns its number of documents."""
+    if not (root / "done").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(full, root)
+        lib = Library(root, embedder, settings)
+        for d in lib.documents():
+            if d.doc_hash not in keep:
+                lib.remove(d.doc_hash)
+        lib.close()
+        (root / "done").touch()
+    lib = Library(root, None, settings)
+    n = len(lib.documents())
+    lib.close()
+    return n
 
 
 def build(a) -> None:
@@ -98,11 +98,10 @@ def build(a) -> None:
     report = index_folder(full.indexer, pdfs)
     print(f"full library: {len(report['indexed'])} PDFs ({report['seconds']:.0f}s), {len(report['failed'])} failed")
     names = {d.name: d.doc_hash for d in full.library.documents()}
+    full.library.close()  # copied below: nothing may be writing to it
     for h in HALVES:
-        lib = Library(a.work / f"lib-{h}", models.embedder, settings)
-        copy_documents(full.library, lib, {names[n] for n, x in half.items() if x == h and n in names})
-        print(f"{h}: {len(lib.documents())} PDFs")
-        lib.close()
+        keep = {names[n] for n, x in half.items() if x == h and n in names}
+        print(f"{h}: {half_library(a.work / 'lib-full', a.work / f'lib-{h}', keep, settings, models.embedder)} PDFs")
 
 
 # ---- run ---------------------------------------------------------------------

@@ -112,7 +112,7 @@ def visit(url: str, v: Visitor, pdf_dir: Path, stats: Stats, deadline: float) ->
             return
         while True:
             out = call("ask", v.question, *v.options, api="/on_ask")
-            answer_md, cands = out[0], out[3]
+            answer_md, cands = out[1], out[6]  # after the status line: answer, chart, crop, page, why, candidates
             names = {r[1] for r in _rows(cands)}
             if names - {v.file_name}:
                 breach("saw candidates from", names)

@@ -64,6 +64,28 @@ def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: S
     return calibrated_scores(answerer, q, chosen)
 
 
+def option_orders(q: Question, n: int) -> list[list[int]]:
+    """Up to ``n`` orders of ``q``'s options, the given one first, then cyclic shifts of the non-empty options
+    (each option visits other positions); ``order[j]`` is the original index shown at position ``j``."""
+    present = [i for i, o in enumerate(q.options) if o.strip()]
+    blank = [i for i in range(len(q.options)) if i not in present]
+    return [present[k:] + present[:k] + blank for k in range(min(max(1, n), max(1, len(present))))]
+
+
+def order_check(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings, n: int) -> dict:
+    """Does the answer hold when the options are shown in other orders (same evidence, so an answer
+    model with a prompt cache recomputes only the options)? Each order's probabilities are given under
+    the options' original letters; ``stable`` is whether every order picked the same option."""
+    rows = []
+    for order in option_orders(q, n):
+        shown = Question(q.qid, q.text, [q.options[i] for i in order])
+        sc = score_options(answerer, shown, chosen, s)
+        back = {LETTERS[i]: sc.probabilities.get(LETTERS[j], 0.0) for j, i in enumerate(order)}
+        rows.append({"order": "".join(LETTERS[i] for i in order), "answer": max(back, key=back.get),
+                     "probabilities": back, "seconds": sc.seconds})
+    return {"orders": rows, "stable": len({r["answer"] for r in rows}) == 1}
+
+
 def answer(q: Question, retrieved: list[Candidate], reranked: list[Candidate], timings: dict[str, float],
            answerer: Answerer, settings: Settings, evidence: Callable[[list[Candidate], int], list[Candidate]]
            ) -> Answer:

@@ -10,9 +10,10 @@ from .ingest import safe_name
 from .types import LETTERS, Question
 
 
-def check_question(question: str, options: Sequence[str], settings) -> None:
-    """Raise :class:`QuestionError` for an empty question, fewer than two options, or text over the
-    limits ``settings.max_question_chars`` / ``settings.max_option_chars`` (counted after stripping)."""
+def check_question(question: str, options: Sequence[str], settings, free_ok: bool = False) -> None:
+    """Raise :class:`QuestionError` for an empty question, fewer than two options (none at all is a
+    free-form question when ``free_ok``), or text over the limits ``settings.max_question_chars`` /
+    ``settings.max_option_chars`` (counted after stripping)."""
     text = (question or "").strip()
     if not text:
         raise QuestionError("the question is empty: write a question first")
@@ -20,8 +21,10 @@ def check_question(question: str, options: Sequence[str], settings) -> None:
         raise QuestionError(f"the question is {len(text):,} characters, over the limit of "
                             f"{settings.max_question_chars:,} (PDFQA_MAX_QUESTION_CHARS)")
     given = [(o or "").strip() for o in options]
-    if sum(1 for o in given if o) < 2:
-        raise QuestionError("give at least two options")
+    n = sum(1 for o in given if o)
+    if n < 2 and not (free_ok and n == 0):
+        raise QuestionError("give at least two options" + (" (or none, for a short answer from the documents)"
+                                                           if free_ok else ""))
     for letter, option in zip(LETTERS, given):
         if len(option) > settings.max_option_chars:
             raise QuestionError(f"option {letter} is {len(option):,} characters, over the limit of "

@@ -67,6 +67,10 @@ class Pipeline:
             a.details.update(not_in_documents(self.library, q, reranked, a.evidence))
         return a
 
+    def order_check(self, q: Question, evidence: list[Candidate], n: int = 6) -> dict:
+        """The answer re-scored with the options in ``n`` orders over the same evidence (``answer.order_check``)."""
+        return answering.order_check(self.models.answerer, q, evidence, self.settings, n)
+
     def ask_free(self, text: str, qid: str = "ask"):
         """A short answer to a question without options, or an abstention (``pipeline.freeform.FreeAnswer``)."""
         from .freeform import answer_free

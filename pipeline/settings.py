@@ -108,6 +108,7 @@ class Settings(BaseSettings):
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4
     think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
+    order_check: int = 0  # batch runs: re-score each answer with its options in this many orders (0 = off; Ask has a button)
 
     # ---- free-form answers: questions without options (pipeline.freeform; measured in bench/freeform.md) ----
     free_mode: Literal["generate", "extract"] = "generate"  # greedy short answer, or the best-scoring span

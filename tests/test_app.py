@@ -128,7 +128,18 @@ def test_filter_by_kind_of_error(kind, ids):
 def test_filter_rejects_unknown_kind_and_counts():
     with pytest.raises(ValueError):
         M.filter_traces(TRACES, "wrong colour")
-    assert M.kind_counts(TRACES) == {"all": 7, "wrong answer": 3, "wrong document": 2, "wrong page": 2, "failed": 1}
+    assert M.kind_counts(TRACES) == {"all": 7, "wrong answer": 3, "wrong document": 2, "wrong page": 2, "failed": 1,
+                                     M.UNSTABLE: 0}
+
+
+def test_option_order_check_is_a_kind_of_error_and_a_column():
+    check = lambda *answers: {"orders": [{"order": "ABCDEF", "answer": a, "probabilities": {}} for a in answers],  # noqa: E731
+                              "stable": len(set(answers)) == 1}
+    held, moved = rec("1") | {"order_check": check("A", "A", "A")}, rec("2") | {"order_check": check("A", "C", "A")}
+    assert M.error_kinds(held) == [] and M.error_kinds(moved) == [M.UNSTABLE]
+    assert [t["Question_ID"] for t in M.filter_traces([held, moved, rec("3")], M.UNSTABLE)] == ["2"]
+    cells = [r[9] for r in R.question_rows([held, moved, rec("3")])]
+    assert cells == ["holds (3)", "changes: A/C", ""]
 
 
 def test_question_rows_are_plain_values():

@@ -67,3 +67,12 @@ def test_missing_gold_documents_and_the_questions_they_affect():
     assert missing_gold_note([], 7) == ""
     many = [(f"d{i}.pdf", 1) for i in range(8)]
     assert "d4.pdf (1) and 3 more." in missing_gold_note(many, 8)
+
+
+def test_no_options_is_a_free_form_question_only_where_allowed():
+    s = load_settings()
+    check_question("Що таке страховий випадок?", [""] * 6, s, free_ok=True)  # a short answer is asked for
+    with pytest.raises(QuestionError, match=r"at least two options \(or none"):
+        check_question("Що?", ["лише одна", "", "", "", "", ""], s, free_ok=True)
+    with pytest.raises(QuestionError, match="at least two options"):
+        check_question("Що таке страховий випадок?", [""] * 6, s)

@@ -38,10 +38,12 @@ class Stopped(UserError):
 
 
 class _Stoppable:
-    """The pipeline, except that once ``stop`` is set every question still to come fails at once."""
+    """The pipeline for one run: once ``stop`` is set every question still to come fails at once;
+    ``order_check`` is this run's (the settings' ``order_check``, the rest shared)."""
 
-    def __init__(self, pipe, stop: threading.Event):
+    def __init__(self, pipe, stop: threading.Event, order_check: int = 0):
         self._pipe, self._stop = pipe, stop
+        self.settings = pipe.settings.model_copy(update={"order_check": order_check})
 
     def __getattr__(self, name):
         return getattr(self._pipe, name)
@@ -99,8 +101,10 @@ def _download_copy(path: Path) -> str:
     return str(shutil.copy(path, d / path.name))
 
 
-QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "s"]
-QUESTION_WIDTHS = ["60px", "300px", "50px", "50px", "150px", "150px", "50px", "55px", "190px", "70px"]
+QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "Order",
+                    "s"]
+QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "55px", "180px", "80px", "60px"]
+ORDER_CHECKS = 3  # orders per question when the run checks the option order
 
 
 def build(ctx: Context, sid: gr.State) -> EvaluateTab:
@@ -112,6 +116,8 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
                          elem_id="questions-csv", scale=2)
         with gr.Column(scale=1):
             run_name = gr.Textbox(label="Run name (optional)", elem_id="run-name")
+            check_order = gr.Checkbox(label=f"Check option order ({ORDER_CHECKS} orders per question; the "
+                                            "Order column and filter)", value=False, elem_id="check-order")
             with gr.Row():
                 run_btn = gr.Button("Run", variant="primary", elem_id="run")
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False)
@@ -201,7 +207,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
         return gr.update(interactive=False, value="Stopping…")
 
     @handled("the evaluation run")
-    def on_run(sid, csv_file, name):
+    def on_run(sid, csv_file, name, order=False):
         questions, problems = read_csv(csv_file)
         stop = stops.setdefault(sid, threading.Event())
         runs_dir = store.runs_dir(sid)
@@ -212,7 +218,8 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
         t0, done, n, failed = time.perf_counter(), 0, len(questions), ""
         with store.open(sid) as pipe:
             R.save_questions(out, questions)
-            work = lambda report: evaluate(_Stoppable(pipe, stop), questions, out, progress=report)  # noqa: E731
+            run_pipe = _Stoppable(pipe, stop, order_check=ORDER_CHECKS if order else 0)
+            work = lambda report: evaluate(run_pipe, questions, out, progress=report)  # noqa: E731
             for kind, val in V.stream(work, tick=1.0):
                 if kind in ("progress", "tick"):
                     if kind == "progress":
@@ -293,7 +300,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
 
     run_btn.click(on_validate, [sid, csv_in], None, show_progress="hidden") \
         .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn], queue=False, show_progress="hidden") \
-        .success(on_run, [sid, csv_in, run_name],
+        .success(on_run, [sid, csv_in, run_name, check_order],
                  [progress_html, eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl, run_a,
                   run_b], show_progress="hidden", **ctx.model_work) \
         .then(on_finish, None, [run_btn, stop_btn], queue=False, show_progress="hidden")

@@ -34,13 +34,16 @@ CONFIRM_REMOVE = ("(doc, sid, _) => [doc, sid, (!doc || window.confirm('Remove t
                   "Its pages and passages are deleted.')) ? 'yes' : 'no']")
 
 
-def library_views(ctx: Context, sid: str):
-    """The documents table, the remove dropdown's choices, and the refresh timer (on while any is embedding)."""
+def library_views(ctx: Context, sid: str, keep: str | None = None):
+    """The documents table, the remove dropdown's choices (``keep``: the document picked, kept while it is
+    there), and the refresh timer (on while any is embedding)."""
     docs = []
     if ctx.store.exists(sid):
         with ctx.store.open(sid) as pipe:
             docs = pipe.library.documents()
-    return (df(V.doc_rows(docs), V.DOC_COLUMNS), gr.update(choices=V.doc_choices(docs), value=None),
+    choices = V.doc_choices(docs)
+    pick = keep if keep in {value for _, value in choices} else None
+    return (df(V.doc_rows(docs), V.DOC_COLUMNS), gr.update(choices=choices, value=pick),
             gr.Timer(active=any(d.state != "indexed" for d in docs)))
 
 
@@ -122,8 +125,9 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         need_sid(sid)
         if confirmed != "yes":  # "Cancel" in the confirmation
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        if not doc_hash:
-            raise user_error("Pick a document to remove first.")
+        if not doc_hash:  # a toast; the table and the pick stay as they are
+            gr.Warning("Pick a document to remove first.")
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         with store.open(sid) as pipe:
             info = pipe.library.find(doc_hash)
             pipe.library.remove(doc_hash)
@@ -131,9 +135,9 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
         return msg, *library_views(ctx, sid)
 
     @handled("refreshing the documents")
-    def on_tick(sid):
+    def on_tick(sid, pick):
         need_sid(sid)
-        return library_views(ctx, sid)
+        return library_views(ctx, sid, keep=pick)  # the refresh must not drop what the user picked
 
     upload.upload(on_upload, [upload, sid], [status, docs, remove_pick, refresh, upload], show_progress="minimal",
                   **ctx.model_work)
@@ -141,5 +145,5 @@ def build(ctx: Context, sid: gr.State) -> LibraryTab:
                      **ctx.model_work)
     remove_btn.click(on_remove, [remove_pick, sid, confirmed], [lib_msg, docs, remove_pick, refresh],
                      js=CONFIRM_REMOVE)
-    refresh.tick(on_tick, [sid], [docs, remove_pick, refresh], show_progress="hidden")
+    refresh.tick(on_tick, [sid, remove_pick], [docs, remove_pick, refresh], show_progress="hidden")
     return LibraryTab(docs, remove_pick, refresh)

@@ -77,6 +77,15 @@ def _errors_cell(t: dict, gold: dict) -> str:
     return "; ".join(error_kinds(t)) or ("right" if gold else "no gold")
 
 
+def _order_cell(t: dict) -> str:
+    """The option-order check: "holds" or the answers it gave (empty when the run did not check)."""
+    check = t.get("order_check")
+    if not check:
+        return ""
+    answers = [r["answer"] for r in check["orders"]]
+    return f"holds ({len(answers)})" if check["stable"] else "changes: " + "/".join(dict.fromkeys(answers))
+
+
 def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) -> list[list]:
     """One row per question for the per-question table (plain values, no markup)."""
     questions = questions or {}
@@ -89,5 +98,5 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) 
                      gold.get("answer") or "", t.get("doc") or "", gold.get("doc") or "",
                      t.get("page") if t.get("page") is not None else "",
                      gold.get("page") if gold.get("page") is not None else "",
-                     _errors_cell(t, gold), round(float(t.get("seconds", 0.0)), 2)])
+                     _errors_cell(t, gold), _order_cell(t), round(float(t.get("seconds", 0.0)), 2)])
     return rows

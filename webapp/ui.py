@@ -77,9 +77,10 @@ def build_app(settings: Settings, *, models: Models | None = None, shared: bool 
     with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(3600, 6 * 3600)) as demo:
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=browser_secret(data_dir))
         sid = gr.State("")
-        gr.Markdown("# PDF QA\nAnswers six-option (A–F) questions from your PDFs, names the document and page, "
-                    "and shows the evidence." + (" *Shared library: everyone sees the same documents.*" if shared
-                                                 else " Your library is private to this browser."))
+        gr.Markdown("# PDF QA\nAnswers six-option (A–F) questions — or plain questions, with a short answer or "
+                    "\"not found\" — from your PDFs, names the document and page, and shows the evidence."
+                    + (" *Shared library: everyone sees the same documents.*" if shared
+                       else " Your library is private to this browser."))
         with gr.Tabs():
             with gr.Tab("Library", id="library"):
                 library = library_tab.build(ctx, sid)

@@ -201,13 +201,18 @@ def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None
 
 def candidate_refs(q: Question, a: Answer, titles: dict[str, str] | None = None) -> list[dict]:
     """What selecting a candidate needs: its chunk, document and evidence page (plain data)."""
-    evid = {c.chunk.chunk_id for c in a.evidence}
+    return refs_for(a.candidates, {c.chunk.chunk_id for c in a.evidence}, lambda c: evidence_page(c, q, a.letter),
+                    titles)
+
+
+def refs_for(candidates, shown: set[str], page_of: Callable, titles: dict[str, str] | None = None) -> list[dict]:
+    """:func:`candidate_refs` for any ranked candidates: ``shown`` = the chunk ids the model read,
+    ``page_of(candidate)`` = the page to show for it."""
     refs = []
-    for c in a.candidates:
+    for c in candidates:
         refs.append({"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc_hash": c.chunk.doc_hash,
                      "doc_name": c.chunk.doc_name, "title": (titles or {}).get(c.chunk.doc_name, ""),
-                     "page": evidence_page(c, q, a.letter),
-                     "pages": sorted(set(c.chunk.pages)), "evidence": c.chunk.chunk_id in evid,
+                     "page": page_of(c), "pages": sorted(set(c.chunk.pages)), "evidence": c.chunk.chunk_id in shown,
                      "scores": {k: float(v) for k, v in c.scores.items() if isinstance(v, (int, float))},
                      "text": c.chunk.body})
     return refs
@@ -242,6 +247,59 @@ def timing_rows(timings: dict[str, float]) -> list[list]:
     rows = [[k, round(float(v), 3)] for k, v in timings.items()]
     rows.append(["total", round(sum(float(v) for v in timings.values()), 3)])
     return rows
+
+
+# ---- free-form answers (questions without options) ------------------------------
+def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
+    """A short answer with its document and page, or "not found" with the reasons (``pipeline.freeform.FreeAnswer``)."""
+    label = doc_label((titles or {}).get(fa.doc_name or "", ""), fa.doc_name) if fa.doc_name else ""
+    if fa.abstained:
+        why = "; ".join(fa.reasons) or "the passages do not hold an answer"
+        return (f"## Not found in your documents\nNo answer was given: {md_escape(why, 400)}.  \n"
+                f"The closest passages it read are shown (they are **not** an answer).")
+    lines = ["## Answer", f"**{md_escape(fa.text, 600)}**  ",
+             f"a short answer written by the model from the passages; {fa.grounding:.0%} of its words are in them"
+             + (" (the rest are the model's own wording)" if fa.grounding < 0.999 else ""), ""]
+    if label:
+        lines.append(f"**Document:** {md_escape(label)} — **page {fa.page}**")
+    return "\n".join(lines)
+
+
+def closest_markdown(fa, titles: dict[str, str] | None = None, n: int = 3) -> str:
+    """For an abstention: the passages the model looked at, best first (empty after an answer)."""
+    if not fa.abstained or not fa.closest:
+        return ""
+    rows = []
+    for c in [c for c in fa.closest if "preceding_of" not in c.scores][:n]:
+        label = doc_label((titles or {}).get(c.chunk.doc_name, ""), c.chunk.doc_name)
+        rows.append(f"- **{md_escape(label, 120)}**, p. {', '.join(map(str, sorted(set(c.chunk.pages))))}: "
+                    f"{md_escape(clip(plain(c.chunk.body), 240))}")
+    return "**The closest passages it looked at**\n\n" + "\n".join(rows)
+
+
+# ---- option-order check -------------------------------------------------------------
+ORDER_COLUMNS = ["Order shown", "Answer", *LETTERS]
+
+
+def order_rows(check: dict) -> list[list]:
+    return [[r["order"], r["answer"], *[round(r["probabilities"].get(L, 0.0), 3) for L in LETTERS]]
+            for r in check["orders"]]
+
+
+def order_markdown(check: dict, asked_probs: dict[str, float]) -> str:
+    """The verdict: does the answer hold in every order, and how far the top probability moves."""
+    rows = check["orders"]
+    answers = [r["answer"] for r in rows]
+    top = max(asked_probs, key=asked_probs.get) if asked_probs else answers[0]
+    spread = [r["probabilities"].get(top, 0.0) for r in rows]
+    if check["stable"]:
+        head = f"**The answer holds:** {top} in all {len(rows)} orders"
+    else:
+        counts = {L: answers.count(L) for L in dict.fromkeys(answers)}
+        head = ("**The answer changes with the order:** " +
+                ", ".join(f"{L} in {plural(n, 'order')}" for L, n in counts.items()))
+    return (f"{head}; p({top}) from {min(spread):.0%} to {max(spread):.0%}. "
+            f"Each order shows the same passages; the first row is the order you gave.")
 
 
 def picture(library, chunk_id: str | None, doc_hash: str | None, page: int | None):

@@ -12,7 +12,8 @@ WRONG_ANSWER = "wrong answer"
 WRONG_DOC = "wrong document"
 WRONG_PAGE = "wrong page"
 FAILED = "failed"
-KINDS = [ALL, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE, FAILED]
+UNSTABLE = "answer changes with option order"  # only for runs with the order check (settings.order_check)
+KINDS = [ALL, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE, FAILED, UNSTABLE]
 METRICS = ["score", "answer_accuracy", "doc_accuracy", "page_proximity"]
 
 
@@ -45,7 +46,8 @@ def gold_rank(cands: list[Candidate], q: Question) -> int | None:
 
 # ---- error kinds ---------------------------------------------------------
 def error_kinds(rec: dict) -> list[str]:
-    """What went wrong for one trace record: failed / wrong answer / wrong document / wrong page.
+    """What went wrong for one trace record: failed / wrong answer / wrong document / wrong page (and
+    an answer that changed with the options' order, when the run checked it).
 
     A wrong page is counted only when the document is right. Without gold
     columns nothing can be wrong (an empty list), unless the question failed.
@@ -53,6 +55,8 @@ def error_kinds(rec: dict) -> list[str]:
     kinds = []
     if rec.get("error"):
         kinds.append(FAILED)
+    if rec.get("order_check") and not rec["order_check"]["stable"]:
+        kinds.append(UNSTABLE)
     gold = rec.get("gold")
     if not gold:
         return kinds

@@ -42,6 +42,7 @@ class TraceRecord(TypedDict, total=False):
     prompt_tokens: int
     retried: bool
     evidence: list[str]  # chunk ids given to the answer model
+    order_check: dict  # with settings.order_check: each order's answer and probabilities, and "stable"
     error: str  # "Type: message" when the question failed
     not_tried: bool
     seconds: float
@@ -92,6 +93,8 @@ def _predict(pipe: Pipeline, q: Question, rec: TraceRecord, answer: bool) -> Non
                    letter_probs=a.details["letter"], option_probs=a.details["option"],
                    prompt_tokens=a.details["prompt_tokens"], retried=a.details["retried"],
                    evidence=[c.chunk.chunk_id for c in a.evidence])
+        if pipe.settings.order_check > 1:  # the answer re-scored with the options in other orders
+            rec["order_check"] = pipe.order_check(q, a.evidence, pipe.settings.order_check)
         rec.update({k: a.details[k] for k in ("features", "not_in_documents", "not_in_documents_score",
                                               "flag_features") if k in a.details})
 

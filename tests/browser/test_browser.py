@@ -312,6 +312,57 @@ def test_a_mistake_leaves_the_previous_result_alone(alice, out_dir, timings):
     shot(alice, out_dir, "02b-ask-mistake.png")
 
 
+@pytest.mark.timeout(900)
+def test_option_order_check_in_ask(alice, out_dir):
+    """Error analysis: the last answer re-asked with its options in six orders, each order's probabilities
+    under the options' own letters, and whether the answer holds."""
+    tab(alice, "Ask")
+    alice.locator("#block textarea").fill(D.block(D.PARKING_Q))
+    alice.locator("#fill").click()
+    alice.locator("#ask").click()
+    expect(alice.locator("#answer")).to_contain_text("Answer: D", timeout=ANSWER_TIMEOUT)
+    alice.get_by_text("Option-order check").click()
+    expect(alice.locator("#order-check")).to_be_enabled(timeout=10_000)
+    alice.locator("#order-check").click()
+    expect(alice.locator("#order-verdict")).to_contain_text(re.compile("The answer (holds|changes)"),
+                                                            timeout=ANSWER_TIMEOUT)
+    rows = table_rows(alice, "order-table")
+    assert [r[0] for r in rows] == ["ABCDEF", "BCDEFA", "CDEFAB", "DEFABC", "EFABCD", "FABCDE"], rows
+    assert all(r[1] in "ABCDEF" and len(r) == 8 for r in rows), rows
+    if "holds" in text_of(alice, "order-verdict"):
+        assert {r[1] for r in rows} == {"D"}, rows
+    alice.locator("#order-verdict").scroll_into_view_if_needed()
+    shot(alice, out_dir, "02c-ask-order-check.png")
+
+
+@pytest.mark.timeout(900)
+def test_a_question_without_options_gets_a_short_answer_or_not_found(alice, app, out_dir):
+    """Issue 13: no options → a short answer with its document, page and highlighted evidence; a question
+    about something the documents do not hold → "Not found in your documents" and the closest passages."""
+    tab(alice, "Ask")
+    alice.locator("#question textarea").fill("Скільки коштує доба паркування?")
+    for L in "ABCDEF":
+        alice.locator(f"#option-{L} textarea").fill("")
+    alice.locator("#ask").click()
+    expect(alice.locator("#ask-status")).to_contain_text("short answer", timeout=60_000)
+    expect(alice.locator("#answer")).to_contain_text("150", timeout=ANSWER_TIMEOUT)
+    expect(alice.locator("#answer")).to_contain_text("parking.pdf")
+    expect(alice.locator("#answer")).to_contain_text("page 1")
+    expect(alice.locator("#evidence-crop img").first).to_be_visible()
+    expect(alice.locator("#probabilities")).to_be_hidden()  # no options, no option chart
+    expect(alice.locator("#order-panel")).to_be_hidden()  # nor an option-order check
+    shot(alice, out_dir, "02d-ask-free-answer.png")
+    alice.get_by_role("tab", name="Whole page").click()
+    stats = check_highlight(image_of(alice, "evidence-page", app), D.parking_pdf(), "Оплата", D.PARKING_ANSWER)
+    print("free-form evidence highlight:", stats)
+    alice.get_by_role("tab", name="Evidence (enlarged)").click()
+    alice.locator("#question textarea").fill("Яка ціна вхідного квитка до музею для студентів?")
+    alice.locator("#ask").click()
+    expect(alice.locator("#answer")).to_contain_text("Not found in your documents", timeout=ANSWER_TIMEOUT)
+    expect(alice.locator("#why")).to_contain_text("closest passages")
+    shot(alice, out_dir, "02e-ask-free-not-found.png")
+
+
 @pytest.mark.timeout(120)
 def test_fill_from_a_block_without_options_keeps_the_fields(alice, out_dir):
     """Item 2: a block with no options gives a message; the question and option boxes stay as they were."""
@@ -458,6 +509,27 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     alice.wait_for_timeout(500)
     alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-stopped-1280x720.png"))
     alice.set_viewport_size({"width": 1400, "height": 1000})
+
+
+@pytest.mark.timeout(900)
+def test_evaluate_checks_the_option_order_when_asked(alice, files, out_dir):
+    """Error analysis: with "Check option order" each question is re-scored in 3 orders; the Order column
+    says whether the answer held, and the filter knows answers that changed."""
+    tab(alice, "Evaluate")
+    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
+    upload(alice, "questions-csv", [files["questions.csv"]])
+    alice.locator("#run-name textarea").fill("orders")
+    alice.locator("#check-order input").check()
+    alice.wait_for_timeout(500)
+    alice.locator("#run").click()
+    expect(alice.locator("#eval-message")).to_contain_text("finished", timeout=2 * ANSWER_TIMEOUT)
+    rows = table_rows(alice, "question-table")
+    assert len(rows) == 2 and all(re.fullmatch(r"holds \(3\)|changes: [A-F](/[A-F])+", r[9]) for r in rows), rows
+    expect(alice.locator("#error-kind")).to_contain_text("answer changes with option order")
+    alice.locator("#error-kind label").filter(has_text="option order").click()
+    changed = sum(r[9].startswith("changes") for r in rows)
+    wait_until(alice, lambda: len(table_rows(alice, "question-table")) == changed or changed == 0, 30, "the filter")
+    shot(alice, out_dir, "03c-evaluate-order-check.png")
 
 
 @pytest.mark.timeout(600)

@@ -1,0 +1,42 @@
+"""The option-order check (pipeline.answer.order_check), with the real shipped model."""
+import numpy as np
+
+from pipeline.answer import option_orders, order_check
+from pipeline.settings import load_settings
+from pipeline.types import Candidate, Chunk, Question
+
+TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
+Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
+             ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"])
+
+
+def cand(body):
+    return Candidate(Chunk("d:1", "d", "d.pdf", 1, "Розділ", body, "Інструкція", [(1, 0, len(body))]), {}, 1)
+
+
+def test_orders_are_cyclic_shifts_of_the_given_options_with_blanks_last():
+    assert option_orders(Q, 3) == [[0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 0], [2, 3, 4, 5, 0, 1]]
+    four = Question("2", "?", ["a", "", "c", "d", "e", ""])
+    assert option_orders(four, 6) == [[0, 2, 3, 4, 1, 5], [2, 3, 4, 0, 1, 5], [3, 4, 0, 2, 1, 5], [4, 0, 2, 3, 1, 5]]
+
+
+def test_option_likelihood_does_not_see_the_order(models):
+    """Each option is scored on its own: every order gives the same probabilities under the original letters,
+    up to llama.cpp's numerical noise (the same order scored twice, once on a cold and once on a reused
+    prompt cache, differed by up to 0.009 here), and far from what a wrong mapping would give."""
+    check = order_check(models.answerer, Q, [cand(TEXT)], load_settings(scorer="option"), 6)
+    assert [r["order"] for r in check["orders"]] == ["ABCDEF", "BCDEFA", "CDEFAB", "DEFABC", "EFABCD", "FABCDE"]
+    assert check["stable"] and {r["answer"] for r in check["orders"]} == {"E"}
+    first = np.array([check["orders"][0]["probabilities"][L] for L in "ABCDEF"])
+    for r in check["orders"][1:]:
+        assert np.allclose([r["probabilities"][L] for L in "ABCDEF"], first, atol=0.02)
+
+
+def test_letter_probabilities_are_mapped_back_to_the_options(models):
+    """The letter scorer reads the lettered list, so its letters move with the order; the check reports them
+    under the options' own letters: the stated colour (E, "жовтого") wins wherever it is shown."""
+    check = order_check(models.answerer, Q, [cand(TEXT)], load_settings(scorer="letter"), 3)
+    for r in check["orders"]:
+        assert np.isclose(sum(r["probabilities"].values()), 1)
+        assert r["answer"] == "E", r
+    assert check["stable"]
