@@ -6,6 +6,8 @@
     python -m bench.answer_quality absent --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # 3. grouped cross-validation, the fitted weights (pipeline/answer_weights.json), the table and the diagram
     python -m bench.answer_quality fit --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
+    # or, after 2 alone: refit only the not-in-documents flag (no LLM features needed)
+    python -m bench.answer_quality flag --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
 
 The library is indexed once into ``--data-dir`` (default ``data/unlp``) and reused.
 Questions are processed in the order of a hash of their ID, so a partial run is
@@ -193,6 +195,21 @@ def cmd_absent(args) -> None:
     print(f"wrote {out}")
 
 
+def cmd_flag(args) -> None:
+    """Refit only the not-in-documents flag from ``absent.jsonl`` (retrieval only, no LLM features needed)."""
+    from bench import answer_quality_fit as F
+
+    recs = [json.loads(x) for x in (args.data_dir / "absent.jsonl").read_text(encoding="utf-8").splitlines() if x]
+    flag = F.flag_eval([r for r in recs if r["library"] == "full"], [r for r in recs if r["library"] != "full"])
+    weights = json.loads(args.weights.read_text(encoding="utf-8"))
+    weights["flag"] = flag["final"]
+    args.weights.write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")
+    print(f"flag: {flag['n_present']} present + {flag['n_absent']} absent questions; held-out ROC AUC "
+          f"{flag['auc']:.3f}; fires on {flag['rate_present']:.3f} present / {flag['rate_absent']:.3f} absent; "
+          "single features: " + ", ".join(f"{k} {v:.3f}" for k, v in flag["single"].items()))
+    print(f"wrote {args.weights} (flag only)")
+
+
 def cmd_fit(args) -> None:
     from bench import answer_quality_fit
 
@@ -201,7 +218,7 @@ def cmd_fit(args) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.answer_quality", description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=["features", "absent", "fit"])
+    ap.add_argument("command", choices=["features", "absent", "fit", "flag"])
     ap.add_argument("--pdfs", type=Path, required=True)
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--profile", default=None)
@@ -218,7 +235,7 @@ def main(argv=None) -> None:
     args.cpus = os.cpu_count()
     args.machine = platform.machine()
     args.date = datetime.date.today()
-    {"features": cmd_features, "absent": cmd_absent, "fit": cmd_fit}[args.command](args)
+    {"features": cmd_features, "absent": cmd_absent, "fit": cmd_fit, "flag": cmd_flag}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -27,15 +27,22 @@ NEG = -1e9
 
 
 # ---- the not-in-documents signal --------------------------------------------------------------
+# interrogatives (as lemmas): a question's own words that a document never needs to contain
+QUESTION_WORDS = {"скільки", "який", "котрий", "чий", "чому", "навіщо", "нащо", "коли", "куди", "звідки", "хто",
+                  "що", "як", "де", "чи", "наскільки", "якою", "яким"}
+
+
 def _terms(text: str) -> set[str]:
-    return {w for w in normalize(text, "prefix6") if len(w) >= 3 and not w.isdigit()}
+    """Content terms as Ukrainian lemmas (so "година" in a question meets "години" in a page), without
+    numbers and interrogatives."""
+    return {w for w in normalize(text, "lemma") if len(w) >= 3 and not w.isdigit() and w not in QUESTION_WORDS}
 
 
 _DF: dict = {}
 
 
 def _doc_freq(library) -> tuple[dict[str, int], int]:
-    """How many chunks hold each term (prefix6), cached per library state."""
+    """How many chunks hold each term (:func:`_terms`), cached per library state."""
     n = library.n_chunks()
     key = (str(library.root), n)
     if key not in _DF:

@@ -62,3 +62,14 @@ def test_fitted_weights_file_is_usable():
     assert m["temperature"] > 0 and set(m["features"]) <= set(cb.GROUPS_FOR)
     if m.get("flag"):
         assert len(m["flag"]["features"]) == len(m["flag"]["weights"]) and 0 < m["flag"]["threshold"] < 1
+
+
+def test_flag_terms_meet_across_inflections_and_skip_question_words():
+    """A question's "одна година" must meet a page's "однієї години" (lemmas, not word prefixes), and its
+    interrogatives, which no document needs to contain, are not counted as missing evidence."""
+    from pipeline.combiner import _terms
+
+    q = _terms("Скільки коштує одна година паркування?")
+    page = _terms("Вартість однієї години паркування становить 20 гривень. Доба паркування коштує 150 гривень.")
+    assert q <= page, q - page
+    assert "скільки" not in q and not any(t.isdigit() for t in page)
