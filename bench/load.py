@@ -113,7 +113,7 @@ def visit(url: str, v: Visitor, pdf_dir: Path, stats: Stats, deadline: float) ->
         while True:
             out = call("ask", v.question, *v.options, api="/on_ask")
             answer_md, cands = out[1], out[6]  # after the status line: answer, chart, crop, page, why, candidates
-            names = {r[1] for r in _rows(cands)}
+            names = {r[1].rsplit(" — ", 1)[-1] for r in _rows(cands)}  # "title — file.pdf": the file name
             if names - {v.file_name}:
                 breach("saw candidates from", names)
             with stats.lock:
@@ -122,8 +122,9 @@ def visit(url: str, v: Visitor, pdf_dir: Path, stats: Stats, deadline: float) ->
             if time.monotonic() >= deadline:
                 break
         docs = call("open", sid, api="/on_load")[1]
-        if [r[0] for r in _rows(docs)] != [v.file_name]:
-            breach("library lists", [r[0] for r in _rows(docs)])
+        listed = [r[0].rsplit(" — ", 1)[-1] for r in _rows(docs)]
+        if listed != [v.file_name]:
+            breach("library lists", listed)
     except Exception:  # counted in stats.errors by timed(); other visitors go on
         pass
     finally:

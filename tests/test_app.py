@@ -450,3 +450,26 @@ def test_candidate_text_is_plain_and_cut_at_a_word():
     assert plain("_Дорослим:_ ## **3. Спосіб** застосування a_b") == "Дорослим: 3. Спосіб застосування a_b"
     cut = clip("слово " * 80, 50)
     assert cut.endswith("слово…") and len(cut) <= 50
+
+
+def free_rec(qid, answer, gold, doc="d.pdf", page=1, gold_doc="d.pdf", gold_page=1):
+    return {"Question_ID": qid, "answer": answer, "abstained": not answer, "doc": doc, "page": page,
+            "gold": {"answer": gold, "doc": gold_doc if gold else None, "page": gold_page if gold else None},
+            "seconds": 1.0}
+
+
+def test_free_form_runs_have_their_own_kinds_of_error():
+    """Abstentions are right for unanswerable questions only; an answer is wrong below token F1 0.5."""
+    traces = [free_rec("1", "о 10:00", "о 10:00"), free_rec("2", "", "о 10:00"), free_rec("3", "о 9:00", ""),
+              free_rec("4", "", ""), free_rec("5", "понеділок", "о 10:00"), free_rec("6", "о 10:00", "о 10:00",
+                                                                                      doc="e.pdf")]
+    assert M.kinds_for(traces) == M.FREE_KINDS and M.kinds_for([rec("1")]) == M.KINDS
+    assert [M.error_kinds(t) for t in traces] == [[], [M.ABSTAINED], [M.ANSWERED_UNANSWERABLE], [],
+                                                  [M.WRONG_ANSWER], [M.WRONG_DOC]]
+    counts = M.kind_counts(traces)
+    assert counts[M.ABSTAINED] == 1 and counts[M.ANSWERED_UNANSWERABLE] == 1 and counts[M.ALL] == 6
+    before = run("a", traces, {"f1": 0.5})
+    after = run("b", [free_rec("2", "о 10:00", "о 10:00"), free_rec("4", "о 9:00", "")], {"f1": 0.6})
+    c = M.compare_runs(before, after)
+    assert {f["Question_ID"]: f["change"] for f in c["flips"]} == {"2": "fixed", "4": "broken"}
+    assert [d["metric"] for d in c["deltas"]][:2] == ["f1", "exact_match"]

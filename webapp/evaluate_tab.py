@@ -18,6 +18,7 @@ import gradio as gr
 from pipeline.checks import missing_gold_documents, missing_gold_note
 from pipeline.errors import UserError
 from pipeline.evaluation import metric as M
+from pipeline.evaluation.free import evaluate_free, is_free_form, read_free_questions
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import evaluate
 from pipeline.types import LETTERS
@@ -68,7 +69,10 @@ def flip_rows(a: dict, b: dict) -> list[list]:
         if tb is None:
             continue
         for what, key in (("answer", "answer"), ("document", "doc"), ("page", "page")):
-            ra, rb = _right(ta.get(key), gold.get(key)), _right(tb.get(key), gold.get(key))
+            if what == "answer":  # a letter, or a free-form answer (right: token F1 >= 0.5, or "not found")
+                ra, rb = M.answer_right(ta), M.answer_right(tb)
+            else:
+                ra, rb = _right(ta.get(key), gold.get(key)), _right(tb.get(key), gold.get(key))
             if ra is None:
                 if what == "answer" and ta.get(key) != tb.get(key):
                     rows.append([ta["Question_ID"], "answer changed", "", ta.get(key) or "", tb.get(key) or ""])
@@ -112,8 +116,9 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
     run_state = gr.State("")
     stops: dict[str, threading.Event] = {}  # one Stop per visitor
     with gr.Row():
-        csv_in = gr.File(label="Questions CSV (competition format; gold columns optional)", file_types=[".csv"],
-                         elem_id="questions-csv", scale=2)
+        csv_in = gr.File(label="Questions CSV: six-option (the competition's format) or free-form (Question_ID, "
+                               "Question[, Answer, Doc_ID, Page_Num]; an empty Answer = unanswerable)",
+                         file_types=[".csv"], elem_id="questions-csv", scale=2)
         with gr.Column(scale=1):
             run_name = gr.Textbox(label="Run name (optional)", elem_id="run-name")
             check_order = gr.Checkbox(label=f"Check option order ({ORDER_CHECKS} orders per question; the "
@@ -169,7 +174,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
     def run_outputs(sid, name):
         run = R.load_run(store.runs_dir(sid), name)
         counts = M.kind_counts(run["traces"])
-        radio = gr.update(choices=[(f"{k} ({counts[k]})", k) for k in M.KINDS], value=M.ALL)
+        radio = gr.update(choices=[(f"{k} ({counts[k]})", k) for k in M.kinds_for(run["traces"])], value=M.ALL)
         table = df(R.question_rows(run["traces"], run["questions"]), QUESTION_HEADERS)
         qs = [SimpleNamespace(gold_doc=q.get("gold_doc")) for q in run["questions"].values()]
         d = run["dir"]
@@ -178,10 +183,14 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
                 gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True))
 
     def read_csv(csv_file):
+        """(questions, problems, free): a CSV without option columns holds free-form questions."""
         if not csv_file:
             raise user_error("Upload a questions CSV first.")
         try:
-            return read_questions(Path(csv_file).read_bytes(), max_questions=ctx.settings.max_questions)
+            data = Path(csv_file).read_bytes()
+            free = is_free_form(data)
+            read = read_free_questions if free else read_questions
+            return (*read(data, max_questions=ctx.settings.max_questions), free)
         except UserError as e:
             log.info("evaluation run: %s: %s", type(e).__name__, e)
             raise user_error(str(e)) from None
@@ -196,7 +205,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
 
     def on_start(sid, csv_file):
         """The progress bar at 0, a busy Run button, Stop enabled."""
-        questions, _ = read_csv(csv_file)
+        questions, _, _ = read_csv(csv_file)
         stops[sid] = threading.Event()
         return (V.progress_html(0, len(questions), 0.0, "waiting for the model…"),
                 gr.update(interactive=False, value="Running…"), gr.update(interactive=True))
@@ -208,7 +217,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
 
     @handled("the evaluation run")
     def on_run(sid, csv_file, name, order=False):
-        questions, problems = read_csv(csv_file)
+        questions, problems, free = read_csv(csv_file)
         stop = stops.setdefault(sid, threading.Event())
         runs_dir = store.runs_dir(sid)
         name = R.unique_run_name(runs_dir, R.clean_run_name(name))
@@ -218,8 +227,9 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
         t0, done, n, failed = time.perf_counter(), 0, len(questions), ""
         with store.open(sid) as pipe:
             R.save_questions(out, questions)
-            run_pipe = _Stoppable(pipe, stop, order_check=ORDER_CHECKS if order else 0)
-            work = lambda report: evaluate(run_pipe, questions, out, progress=report)  # noqa: E731
+            run_pipe = _Stoppable(pipe, stop, order_check=ORDER_CHECKS if order and not free else 0)
+            run = evaluate_free if free else evaluate
+            work = lambda report: run(run_pipe, questions, out, progress=report)  # noqa: E731
             for kind, val in V.stream(work, tick=1.0):
                 if kind in ("progress", "tick"):
                     if kind == "progress":

@@ -86,6 +86,10 @@ def _order_cell(t: dict) -> str:
     return f"holds ({len(answers)})" if check["stable"] else "changes: " + "/".join(dict.fromkeys(answers))
 
 
+def _cut(text: str, n: int) -> str:
+    return text[:n] + ("…" if len(text) > n else "")
+
+
 def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) -> list[list]:
     """One row per question for the per-question table (plain values, no markup)."""
     questions = questions or {}
@@ -94,8 +98,12 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) 
         gold = t.get("gold") or {}
         q = questions.get(t["Question_ID"], {})
         text = q.get("text", "")
-        rows.append([t["Question_ID"], text[:160] + ("…" if len(text) > 160 else ""), t.get("answer") or "",
-                     gold.get("answer") or "", t.get("doc") or "", gold.get("doc") or "",
+        free = "abstained" in t  # a free-form run: answers are text, "not found" when abstained
+        answer, gold_answer = t.get("answer") or "", gold.get("answer") or ""
+        if free:
+            answer = _cut(answer, 80) or ("" if "error" in t else "(not found)")
+            gold_answer = _cut(gold_answer, 80) or ("(unanswerable)" if gold else "")
+        rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, t.get("doc") or "", gold.get("doc") or "",
                      t.get("page") if t.get("page") is not None else "",
                      gold.get("page") if gold.get("page") is not None else "",
                      _errors_cell(t, gold), _order_cell(t), round(float(t.get("seconds", 0.0)), 2)])

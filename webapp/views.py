@@ -340,15 +340,32 @@ def metrics_markdown(m: dict, name: str, missing_note: str = "") -> str:
         lines += ["", f"**Score: {m['score']:.3f}** = 0.5 × answer accuracy {m['answer_accuracy']:.3f} "
                       f"+ 0.25 × document accuracy {m['doc_accuracy']:.3f} "
                       f"+ 0.25 × page proximity {m['page_proximity']:.3f}"]
+    elif "n_answerable" in m:  # a free-form run (questions without options)
+        parts = []
+        if m.get("n_answerable"):
+            parts.append(f"**{m['n_answerable']} answerable: token F1 {m['f1']:.3f}**, exact match "
+                         f"{m['exact_match']:.3f}, \"not found\" on {m['abstained_answerable']:.0%} of them")
+            if "doc_accuracy" in m:
+                parts.append(f"document accuracy {m['doc_accuracy']:.3f}, page accuracy {m['page_accuracy']:.3f}")
+        if m.get("n_unanswerable"):
+            parts.append(f"**{m['n_unanswerable']} unanswerable: \"not found\" on {m['abstention_recall']:.0%}** "
+                         "(abstention recall)")
+        if "abstention_precision" in m:
+            parts.append(f"abstention precision {m['abstention_precision']:.3f} (of the \"not found\", how many "
+                         "were unanswerable)")
+        lines += ["", "Free-form questions: " + "; ".join(parts) + "."]
     else:
         lines.append("\nNo gold columns (Correct_Answer, Doc_ID, Page_Num): predictions only, no score.")
     if "p50_seconds" in m:
-        lines.append(f"\nMedian {m['p50_seconds']:.1f} s per question, p95 {m['p95_seconds']:.1f} s")
+        p95 = f", p95 {m['p95_seconds']:.1f} s" if "p95_seconds" in m else ""
+        lines.append(f"\nMedian {m['p50_seconds']:.1f} s per question{p95}")
     return "\n".join(lines)
 
 
 def metrics_frame(m: dict) -> pd.DataFrame:
-    keys = [k for k in ("score", "answer_accuracy", "doc_accuracy", "page_proximity") if k in m]
+    free = ("f1", "exact_match", "abstention_recall", "abstention_precision", "doc_accuracy", "page_accuracy")
+    keys = [k for k in (free if "n_answerable" in m else ("score", "answer_accuracy", "doc_accuracy",
+                                                           "page_proximity")) if k in m]
     return pd.DataFrame({"part": keys, "value": [float(m[k]) for k in keys]})
 
 

@@ -15,6 +15,22 @@ FAILED = "failed"
 UNSTABLE = "answer changes with option order"  # only for runs with the order check (settings.order_check)
 KINDS = [ALL, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE, FAILED, UNSTABLE]
 METRICS = ["score", "answer_accuracy", "doc_accuracy", "page_proximity"]
+# free-form runs (questions without options; pipeline.evaluation.free): a wrong answer is token F1 < 0.5
+ABSTAINED = "not found, but the answer was there"
+ANSWERED_UNANSWERABLE = "answered an unanswerable question"
+FREE_KINDS = [ALL, WRONG_ANSWER, ABSTAINED, ANSWERED_UNANSWERABLE, WRONG_DOC, WRONG_PAGE, FAILED]
+FREE_METRICS = ["f1", "exact_match", "abstained_answerable", "abstention_recall", "abstention_precision",
+                "doc_accuracy", "page_accuracy"]
+FREE_RIGHT_F1 = 0.5
+
+
+def is_free_run(traces: list[dict]) -> bool:
+    """Whether trace records come from a free-form run (they say whether each question was abstained on)."""
+    return any("abstained" in t for t in traces)
+
+
+def kinds_for(traces: list[dict]) -> list[str]:
+    return FREE_KINDS if is_free_run(traces) else KINDS
 
 
 def page_proximity(pred_doc, pred_page, gold_doc, gold_page, n_pages) -> float:
@@ -58,9 +74,16 @@ def error_kinds(rec: dict) -> list[str]:
     if rec.get("order_check") and not rec["order_check"]["stable"]:
         kinds.append(UNSTABLE)
     gold = rec.get("gold")
-    if not gold:
+    if not gold or (rec.get("error") and "abstained" in rec):
         return kinds
-    if gold.get("answer") and rec.get("answer") != gold["answer"]:
+    if "abstained" in rec:  # free-form: abstentions are right only for unanswerable questions
+        if not gold.get("answer"):
+            return kinds + ([ANSWERED_UNANSWERABLE] if rec.get("answer") else [])
+        if not rec.get("answer"):
+            return kinds + [ABSTAINED]
+        if not _free_right(rec):
+            kinds.append(WRONG_ANSWER)
+    elif gold.get("answer") and rec.get("answer") != gold["answer"]:
         kinds.append(WRONG_ANSWER)
     if gold.get("doc") and rec.get("doc") != gold["doc"]:
         kinds.append(WRONG_DOC)
@@ -69,16 +92,22 @@ def error_kinds(rec: dict) -> list[str]:
     return kinds
 
 
+def _free_right(rec: dict) -> bool:
+    from .free import token_f1
+
+    return token_f1(rec.get("answer") or "", (rec.get("gold") or {}).get("answer") or "") >= FREE_RIGHT_F1
+
+
 def filter_traces(traces: list[dict], kind: str) -> list[dict]:
     if not kind or kind == ALL:
         return list(traces)
-    if kind not in KINDS:
+    if kind not in KINDS + FREE_KINDS:
         raise ValueError(f"unknown kind of error: {kind!r}")
     return [t for t in traces if kind in error_kinds(t)]
 
 
 def kind_counts(traces: list[dict]) -> dict[str, int]:
-    counts = {k: 0 for k in KINDS}
+    counts = {k: 0 for k in kinds_for(traces)}
     counts[ALL] = len(traces)
     for t in traces:
         for k in error_kinds(t):
@@ -87,8 +116,10 @@ def kind_counts(traces: list[dict]) -> dict[str, int]:
 
 
 # ---- comparing two runs --------------------------------------------------
-def _right(rec: dict) -> bool | None:
+def answer_right(rec: dict) -> bool | None:
     gold = rec.get("gold") or {}
+    if "abstained" in rec and gold:  # free-form: right = F1 >= 0.5, or "not found" for an unanswerable one
+        return _free_right(rec) if gold.get("answer") else not rec.get("answer")
     if not gold.get("answer"):
         return None
     return rec.get("answer") == gold["answer"]
@@ -102,7 +133,7 @@ def compare_runs(a: dict, b: dict) -> dict:
     no gold, questions whose letter changed (``changed``).
     """
     deltas = []
-    for m in METRICS:
+    for m in FREE_METRICS if is_free_run(a["traces"] + b["traces"]) else METRICS:
         va, vb = a["metrics"].get(m), b["metrics"].get(m)
         deltas.append({"metric": m, "A": va, "B": vb,
                        "B − A": (vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None})
@@ -112,7 +143,7 @@ def compare_runs(a: dict, b: dict) -> dict:
         tb = bt.get(ta["Question_ID"])
         if tb is None:
             continue
-        ra, rb = _right(ta), _right(tb)
+        ra, rb = answer_right(ta), answer_right(tb)
         if ra is None or rb is None:
             change = "changed" if ta.get("answer") != tb.get("answer") else None
         elif ra != rb:

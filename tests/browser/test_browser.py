@@ -532,6 +532,30 @@ def test_evaluate_checks_the_option_order_when_asked(alice, files, out_dir):
     shot(alice, out_dir, "03c-evaluate-order-check.png")
 
 
+@pytest.mark.timeout(900)
+def test_evaluate_runs_a_free_form_csv(alice, out_dir, tmp_path):
+    """Issue 13: a CSV without option columns is free-form: answers or "not found", F1 and abstention."""
+    path = tmp_path / "free.csv"
+    path.write_text("Question_ID,Question,Answer,Doc_ID,Page_Num\n"
+                    "f1,Скільки коштує доба паркування?,150 гривень,parking.pdf,1\n"
+                    "f2,Яка ціна вхідного квитка до музею для студентів?,,,\n", encoding="utf-8")
+    tab(alice, "Evaluate")
+    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
+    upload(alice, "questions-csv", [path])
+    alice.locator("#run-name textarea").fill("free")
+    alice.wait_for_timeout(500)
+    alice.locator("#run").click()
+    expect(alice.locator("#eval-message")).to_contain_text("finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(alice.locator("#score")).to_contain_text("Free-form questions")
+    expect(alice.locator("#score")).to_contain_text("token F1")
+    expect(alice.locator("#error-kind")).to_contain_text("not found, but the answer was there")
+    expect(alice.locator("#error-kind")).to_contain_text("answered an unanswerable question")
+    rows = {r[0]: r for r in table_rows(alice, "question-table")}
+    assert set(rows) == {"f1", "f2"}, rows
+    assert "150" in rows["f1"][2], rows  # the answer text in the Answer column
+    shot(alice, out_dir, "03d-evaluate-free-form.png")
+
+
 @pytest.mark.timeout(600)
 def test_bad_files_fail_with_reasons_while_good_ones_index(bob, files, out_dir):
     names = ["zipsovanyi.pdf", "zakhyshchenyi.pdf", "skan.pdf", "parking.pdf", "parking-kopiia.pdf"]
