@@ -91,7 +91,7 @@ def cmd_features(args) -> None:
             t = time.perf_counter()
             rec.update(support_features(pipe.library, q, evidence))
             rec["seconds"]["support"] = time.perf_counter() - t
-            with ans._lock:
+            with ans.exclusive():
                 feats, secs = llm_features(ans, q, evidence, groups, shifts)
             rec.update(feats)
             rec["seconds"].update(secs)

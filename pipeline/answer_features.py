@@ -1,7 +1,9 @@
 """Per-option evidence features for the answer combiner (``pipeline.combiner``).
 
-Everything the LLM computes reuses one cached prompt prefix. Groups (each costs
-only its own tail once the shared passages + question are in the cache):
+Everything the LLM computes goes through the answerer's free-text interface
+(``backends.base.Answerer``) and, on llama.cpp, reuses one cached prompt
+prefix. Groups (each costs only its own tail once the shared passages +
+question are in the cache):
 
 * ``neutral`` — each option's log-likelihood after the question *without*
   passages (evaluated first: it is short, and its system prompt is the shared
@@ -25,7 +27,7 @@ import time
 
 import numpy as np
 
-from .prompts import OPTION_TAIL, SYSTEM, passage_text
+from .prompts import OPTION_TAIL, SYSTEM, fit_lines, fit_shared_prompt, letter_texts, passage_text
 from .text import normalize, words
 from .types import LETTERS, Candidate, Question
 
@@ -34,6 +36,7 @@ NEG = -1e9
 
 VERIFY_TAIL = ("\n\nЧи підтверджують фрагменти, що правильна відповідь на запитання саме така? "
                "Відповідай лише «Так» або «Ні».\nВідповідь: {option}<|im_end|>\n<|im_start|>assistant\n")
+VERIFY_YES, VERIFY_NO = ("Так", "так", " Так"), ("Ні", "ні", " Ні")
 
 
 def neutral_prompt(q: Question) -> str:
@@ -50,41 +53,17 @@ def shifted_tail(q: Question, shift: int) -> tuple[str, list[int]]:
             f"<|im_end|>\n<|im_start|>assistant\nВідповідь:"), order
 
 
-def _continuation(ans, n_past: int, first: np.ndarray, toks: list[int]) -> list[float]:
-    """Log-probabilities of ``toks`` after the first ``n_past`` cached tokens (the cache is rewound after)."""
-    llm = ans.llm
-    lps = [float(first[toks[0]])]
-    if len(toks) > 1:
-        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-        llm._batch.set_batch(batch=toks[:-1], n_past=n_past, logits_all=True)
-        llm._ctx.decode(llm._batch)
-        rows = ans._logits(len(toks) - 1)
-        lps += [float(row[t]) for row, t in zip(rows, toks[1:])]
-    llm.n_tokens = n_past
-    return lps
-
-
-def _option_lps(ans, prompt: list[int], q: Question) -> list[list[float]]:
-    first = ans._eval(prompt)
-    out = []
-    for o in q.options:
-        ot = ans._tok(" " + o.strip())[:64] if o.strip() else []
-        out.append(_continuation(ans, len(prompt), first, ot) if ot else [])
-    return out
-
-
-def _yes_no_ids(ans) -> tuple[list[int], list[int]]:
-    if not hasattr(ans, "_yes_no"):
-        def first(words):
-            return sorted({ans._tok(w)[0] for w in words})
-        ans._yes_no = (first(["Так", "так", " Так"]), first(["Ні", "ні", " Ні"]))
-    return ans._yes_no
+def _option_lps(ans, prompt, q: Question) -> list[list[float]]:
+    """Each option's token log-probabilities after ``prompt`` (the first 64 tokens; [] for an empty option)."""
+    got = iter(ans.continuation_logprobs(prompt, [" " + o.strip() for o in q.options if o.strip()], max_tokens=64))
+    return [next(got) if o.strip() else [] for o in q.options]
 
 
 def llm_features(ans, q: Question, evidence: list[Candidate], groups=GROUPS, shifts=(0, 3)) -> tuple[dict, dict]:
-    """Raw per-option LLM features and the seconds each group took (``ans``: a ``LlamaCppAnswerer``).
+    """Raw per-option LLM features and the seconds each group took, through ``ans``'s free-text interface
+    (``backends.base.Answerer``; one cache on llama.cpp: call inside ``ans.exclusive()``).
 
-    The caller holds ``ans._lock``. Lists are per option (A–F); an empty option gets ``None``/NEG.
+    Lists are per option (A–F); an empty option gets ``None``/NEG.
     """
     s = ans.settings
     f: dict = {}
@@ -92,43 +71,35 @@ def llm_features(ans, q: Question, evidence: list[Candidate], groups=GROUPS, shi
     terms = set(normalize(" ".join([q.text, *q.options]), "prefix6"))
     if "neutral" in groups:
         t = time.perf_counter()
-        lps = _option_lps(ans, ans._tok(neutral_prompt(q), special=True), q)
+        lps = _option_lps(ans, neutral_prompt(q), q)
         f["neutral_sum"] = [float(np.sum(x)) if x else None for x in lps]
         secs["neutral"] = time.perf_counter() - t
     if not set(groups) - {"neutral", "support"}:
         return f, secs
     t = time.perf_counter()
-    passages = [ans.fit(passage_text(c), s.passage_tokens, terms) for c in evidence]
-    shared = ans.prompt_tokens(q, passages)
-    f["prompt_tokens"] = len(shared)
-    opt_prompt = shared + ans._tok(OPTION_TAIL, special=True)
-    ans._eval(opt_prompt[:-1])  # the prefix alone, timed apart from the option tails
+    passages = [fit_lines(passage_text(c), s.passage_tokens, terms, ans.count_tokens) for c in evidence]
+    shared = fit_shared_prompt(q, passages, ans.count_tokens, s.n_ctx)
+    f["prompt_tokens"] = ans.count_tokens(shared)
+    ans.prefill([shared, OPTION_TAIL])  # the prefix alone, timed apart from the option tails
     secs["prefix"] = time.perf_counter() - t
     if "option" in groups:
         t = time.perf_counter()
-        lps = _option_lps(ans, opt_prompt, q)
+        lps = _option_lps(ans, [shared, OPTION_TAIL], q)
         f["option_mean"] = [float(np.mean(x)) if x else None for x in lps]
         f["option_sum"] = [float(np.sum(x)) if x else None for x in lps]
         f["option_ntok"] = [len(x) for x in lps]
         secs["option"] = time.perf_counter() - t
     if "verify" in groups:
         t = time.perf_counter()
-        yes, no = _yes_no_ids(ans)
-        v = []
-        for o in q.options:
-            if not o.strip():
-                v.append(None)
-                continue
-            lp = ans._eval(shared + ans._tok(VERIFY_TAIL.format(option=o.strip()), special=True))
-            v.append(float(np.logaddexp.reduce(lp[yes]) - np.logaddexp.reduce(lp[no])))
-        f["verify"] = v
+        f["verify"] = [ans.yes_log_odds([shared, VERIFY_TAIL.format(option=o.strip())], VERIFY_YES, VERIFY_NO)
+                       if o.strip() else None for o in q.options]
         secs["verify"] = time.perf_counter() - t
     if "letter" in groups:
         t = time.perf_counter()
         by_shift = {}
         for sh in shifts:
             tail, order = shifted_tail(q, sh)
-            lp = ans._eval(shared + ans._tok(tail, special=True))[ans.letter_ids]
+            lp = np.array([x[0] for x in ans.continuation_logprobs([shared, tail], letter_texts())])
             lp = lp - np.logaddexp.reduce(lp)  # log-probs over the six letters, by position
             by_shift[str(sh)] = [float(x) for x in lp]  # position -> log p
         f["letter_pos"] = by_shift

@@ -207,7 +207,8 @@ GROUPS_FOR = {"option": {"option"}, "option_sum": {"option"}, "pmi": {"option", 
 def calibrated_scores(ans, q: Question, evidence: list[Candidate], model: dict | None = None):
     """The ``calibrated`` scorer: only the features the fitted model needs, combined and calibrated.
 
-    ``ans`` is a ``LlamaCppAnswerer``; returns its ``Scores`` with the raw features in ``features``.
+    ``ans`` is an ``Answerer`` (the weights were fitted on the llama.cpp one's features); returns its ``Scores``
+    with the raw features in ``features``.
     """
     import time
 
@@ -219,7 +220,7 @@ def calibrated_scores(ans, q: Question, evidence: list[Candidate], model: dict |
     model = model or load_weights()
     groups = set().union(*(GROUPS_FOR[n] for n in model["features"]))
     shifts = tuple(model.get("shifts") or (0,)) if "letter0" not in model["features"] else (0,)
-    with ans._lock:
+    with ans.exclusive():
         rec, secs = llm_features(ans, q, evidence, tuple(groups), shifts)
     rec.update(support_features(None, q, evidence))
     p = combine(rec, q.options, model)

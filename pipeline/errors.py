@@ -55,5 +55,10 @@ class BackendUnavailable(BackendError, ImportError):
     """A backend that cannot run here: its module does not import, or its server cannot be reached."""
 
 
+class BackendUnsupported(BackendError):
+    """A backend asked for something it cannot do (e.g. free text from an answerer that only scores letters,
+    or continuation scoring on a server whose echoed log-probabilities are wrong)."""
+
+
 class ModelMissing(BackendError):
     """A model's files are not installed (or do not match their checksum)."""

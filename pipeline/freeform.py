@@ -22,8 +22,10 @@ set (``free_retry_top_k`` passages, each cut shorter) follows an abstention.
 ``free_preceding`` adds each passage's preceding passage as context.
 
 Everything the model computes for one (question, passages) pair is a
-:class:`Reading` (plain data, cacheable); :func:`decide` turns readings into an
-answer, so the switches can be measured on one set of readings.
+:class:`Reading` (plain data, cacheable) made by :class:`FreeReader` through the
+answerer's free-text interface (``backends.base.Answerer``: llama.cpp, vLLM or a
+remote server); :func:`decide` turns readings into an answer, so the switches
+can be measured on one set of readings.
 """
 from __future__ import annotations
 
@@ -34,8 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .answer import page_with_words
-from .errors import BackendUnavailable
-from .prompts import SYSTEM, fit_lines, passage_text
+from .prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
 from .text import fold_homoglyphs, normalize, words
 from .types import Candidate, Question
 
@@ -121,60 +122,52 @@ class Reading:
         return asdict(self)
 
 
-class LlamaFreeReader:
-    """Readings from the llama.cpp answer model (``backends.llama_cpp.LlamaCppAnswerer``), its cache shared by all tails."""
+class FreeReader:
+    """Readings from any answer model through its free-text interface (``backends.base.Answerer``).
+
+    Every prompt is the cached prefix (:func:`free_prompt`) followed by one tail, given to the model as two
+    pieces; on llama.cpp the calls of one reading run back to back on its one cache (``exclusive``).
+    """
 
     def __init__(self, answerer, max_tokens: int = 40):
         self.a, self.max_tokens = answerer, max_tokens
-        tok = self.a._tok
-        self.yes = sorted({tok(w)[0] for w in (" так", " Так", "так", "Так")})
-        self.no = sorted({tok(w)[0] for w in (" ні", " Ні", "ні", "Ні")})
-        self.stop = {self.a.llm.token_eos(), *tok("<|im_end|>", special=True), *tok("<|endoftext|>", special=True)}
+        self._turn = with_think_block if answerer.settings.think_block else (lambda tail: tail)
+
+    def count_tokens(self, text: str) -> int:
+        return self.a.count_tokens(text)
 
     def fit(self, q: Question, text: str, budget: int) -> str:
-        return self.a.fit(text, budget, set(normalize(q.text, "prefix6")))
+        return fit_lines(text, budget, set(normalize(q.text, "prefix6")), self.a.count_tokens)
 
-    def _p_yes(self, logp: np.ndarray) -> float:
-        y, n = np.logaddexp.reduce(logp[self.yes]), np.logaddexp.reduce(logp[self.no])
-        return float(1 / (1 + np.exp(n - y)))
-
-    def _generate(self, logp: np.ndarray) -> str:
-        llm, out = self.a.llm, []
-        for _ in range(self.max_tokens):
-            t = int(np.argmax(logp))
-            if t in self.stop:
-                break
-            out.append(t)
-            if "\n" in llm.detokenize(out).decode("utf-8", "ignore").strip():
-                break
-            llm.eval([t])
-            logp = self.a._logits()[0]
-        return clean_answer(llm.detokenize(out).decode("utf-8", "ignore").split("\n")[0])
+    def prefix(self, q: Question, passages: list[str]) -> str:
+        """:func:`free_prompt` within the context less room for a tail and the answer; when too long, its end
+        is cut and the question re-added (the start holds the system prompt and the best passages)."""
+        text = free_prompt(q, passages)
+        budget = self.a.settings.n_ctx - 160 - self.max_tokens
+        if self.a.count_tokens(text) <= budget:
+            return text
+        tail = f"\nЗапитання: {q.text.strip()}"
+        return cut_to_tokens(text, budget - self.a.count_tokens(tail), self.a.count_tokens) + tail
 
     def read(self, q: Question, passages: list[str], extract: bool = True) -> Reading:
         t0 = time.perf_counter()
         a = self.a
-        with a._lock:
-            prefix = a._tok(free_prompt(q, passages), special=True)
-            budget = a.settings.n_ctx - 160 - self.max_tokens
-            if len(prefix) > budget:  # keep the start (system, best passages); the question is re-added
-                tail = a._tok(f"\nЗапитання: {q.text.strip()}", special=True)
-                prefix = prefix[: budget - len(tail)] + tail
-            gen_prompt = prefix + a._tok(GEN_TAIL, special=True)
-            first = a._eval(gen_prompt)
+        with a.exclusive():
+            prefix = self.prefix(q, passages)
+            gen = [prefix, self._turn(GEN_TAIL)]
             spans: dict[str, float] = {}
             if extract:
-                for s in candidate_spans(q, passages):
-                    toks = a._tok(" " + s)[:48]
-                    spans[s] = a._continuation(len(gen_prompt), first, toks)
-            a.llm.n_tokens = len(gen_prompt)
-            generated = self._generate(first)
-            p_ans = self._p_yes(a._eval(prefix + a._tok(ANSWERABLE_TAIL, special=True)))
+                cands = candidate_spans(q, passages)
+                lps = a.continuation_logprobs(gen, [" " + s for s in cands], max_tokens=48)
+                spans = {s: float(np.mean(x)) for s, x in zip(cands, lps)}
+            generated = clean_answer(a.generate(gen, self.max_tokens, stop=["\n"]))
+            p_ans = a.yes_probability([prefix, self._turn(ANSWERABLE_TAIL)])
             extracted = max(spans, key=spans.get) if spans else ""
             supported = {}
             for ans in dict.fromkeys(x for x in (generated, extracted) if x and not is_refusal(x)):
-                supported[ans] = self._p_yes(a._eval(prefix + a._tok(verify_tail(ans), special=True)))
-        return Reading(generated, extracted, p_ans, supported, spans, len(prefix), time.perf_counter() - t0)
+                supported[ans] = a.yes_probability([prefix, self._turn(verify_tail(ans))])
+        return Reading(generated, extracted, p_ans, supported, spans, a.count_tokens(prefix),
+                       time.perf_counter() - t0)
 
 
 # ---- from readings to an answer ------------------------------------------------
@@ -258,7 +251,7 @@ def _before(prev: Candidate, cur: Candidate) -> str:
     return body[:i] if i > 0 else body
 
 
-def passages_for(reader: LlamaFreeReader, q: Question, top: list[Candidate], library, preceding: bool,
+def passages_for(reader: FreeReader, q: Question, top: list[Candidate], library, preceding: bool,
                  passage_tokens: int, preceding_tokens: int) -> tuple[list[str], list[Candidate]]:
     """Passage texts for the prompt (each with its preceding context when asked) and the chunks they show."""
     texts, shown = [], []
@@ -268,7 +261,7 @@ def passages_for(reader: LlamaFreeReader, q: Question, top: list[Candidate], lib
         if prev is not None:
             lines = [ln for ln in _before(prev, c).split("\n") if ln.strip()]
             ctx = []
-            while lines and len(reader.a._tok("\n".join([lines[-1], *ctx]))) <= preceding_tokens:
+            while lines and reader.count_tokens("\n".join([lines[-1], *ctx])) <= preceding_tokens:
                 ctx.insert(0, lines.pop())
             if ctx:
                 body = "…\n" + "\n".join(ctx) + "\n" + body
@@ -289,7 +282,7 @@ def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> 
     return top, answer_page(top, q, "")
 
 
-def answer_free(pipe, q: Question, reader: LlamaFreeReader | None = None, read=None) -> FreeAnswer:
+def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None) -> FreeAnswer:
     """The free-form answer to ``q`` (its options are ignored) from ``pipe``'s library.
 
     ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark)."""
@@ -323,12 +316,6 @@ def answer_free(pipe, q: Question, reader: LlamaFreeReader | None = None, read=N
                       chunk if text else None, shown, [] if text else shown, reranked, g, timings, details)
 
 
-def free_reader(pipe) -> LlamaFreeReader:
-    """The reader over the pipeline's answer model (one per model, kept on it)."""
-    a = pipe.models.answerer
-    if not getattr(a, "per_option_features", False):
-        raise BackendUnavailable(f"free-form answers need the llama.cpp answer model; {type(a).__name__} "
-                                 "does not generate yet")
-    if getattr(a, "_free_reader", None) is None:
-        a._free_reader = LlamaFreeReader(a, pipe.settings.free_max_tokens)
-    return a._free_reader
+def free_reader(pipe) -> FreeReader:
+    """The reader over the pipeline's answer model (any backend with the free-text interface)."""
+    return FreeReader(pipe.models.answerer, pipe.settings.free_max_tokens)

@@ -119,6 +119,25 @@ def fit_to_context(passages: list[str], render: Callable[[list[str]], T], size: 
         passages = passages[:i] + [passages[i][:cut]] + passages[i + 1:]
 
 
+def fit_shared_prompt(q: Question, passages: list[str], count: Count, n_ctx: int) -> str:
+    """:func:`shared_prompt` cut (:func:`fit_to_context`) to leave room in ``n_ctx`` for the lettered
+    options' tail and an answer."""
+    reserve = count(letter_tail(q)) + 64 + 16
+    return fit_to_context(passages, lambda ps: shared_prompt(q, ps), count, n_ctx - reserve)
+
+
+def cut_to_tokens(text: str, budget: int, count: Count) -> str:
+    """The longest start of ``text`` that ``count`` finds within ``budget`` tokens."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid]) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
 def question_terms(q: Question) -> set[str]:
     """The question's and options' words, as :func:`fit_lines` matches them."""
     return set(normalize(" ".join([q.text, *q.options]), "prefix6"))

