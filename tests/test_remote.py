@@ -17,7 +17,9 @@ import pytest
 from pipeline.backends.e5 import E5Embedder
 from pipeline.backends.remote import RemoteAnswerer, RemoteEmbedder, RemoteReranker
 from pipeline.backends.shipped import shipped_gguf
-from pipeline.errors import BackendError
+from pipeline.backends.vocab import qwen_vocab
+from pipeline.errors import BackendError, BackendUnsupported
+from pipeline.freeform import ANSWERABLE_TAIL, GEN_TAIL, FreeReader, verify_tail
 from pipeline.prompts import RERANK_PREFIX, RERANK_SUFFIX, letter_tail, rerank_query, shared_prompt
 from pipeline.rerank import rerank
 from pipeline.settings import load_settings
@@ -193,3 +195,47 @@ def test_remote_answerer_empty_options_and_errors(llama_server):
     bad.http.base = llama_server.replace("/v1", "/v2")
     with pytest.raises(BackendError, match=r"answer server at .*/v2/completions answered HTTP 404"):
         bad.score(Q, [cand(TEXT)])
+
+
+# ---- the answerer's free-text interface on llama.cpp's server ------------------------------------------------
+FREE_Q = Question("f", "Якого кольору дах ратуші в місті Вербівка?", [])
+FREE_PASSAGES = [f"Інструкція — Розділ\n{TEXT}"]
+
+
+def test_free_text_on_the_server_reads_as_llama_cpp_does_in_process(llama_server, models):
+    """Greedy generation and the yes/no judgement through /v1/completions equal the in-process model's on the same
+    text. (The server tokenizes the whole text; in process a prompt's pieces are tokenized one by one, as the
+    reader always did: "?" and "\n\n" at the boundary are then two tokens, not one, and p(yes) differs.)"""
+    ans = RemoteAnswerer(_served_settings(llama_server))
+    local = models.answerer
+    prefix = FreeReader(local).prefix(FREE_Q, FREE_PASSAGES)
+    generated = ans.generate(prefix + GEN_TAIL, 20, stop=["\n"])
+    assert generated == local.generate(prefix + GEN_TAIL, 20, stop=["\n"]) and "\n" not in generated
+    for tail in (ANSWERABLE_TAIL, verify_tail(generated)):  # yes/no questions: both words among the top 20
+        assert ans.yes_probability(prefix + tail) == pytest.approx(local.yes_probability(prefix + tail), abs=0.02)
+    assert ans.count_tokens(prefix) == local.count_tokens(prefix)  # the local Qwen vocabulary: the same tokens
+    r = FreeReader(ans).read(FREE_Q, FREE_PASSAGES, extract=False)  # the whole reading on the server
+    assert "жовт" in r.generated.lower() and r.p_answerable > 0.5 and list(r.p_supported) == [r.generated]
+
+
+def test_continuations_are_refused_on_llama_cpp_python_server_whose_echo_is_shifted(llama_server, models):
+    """abetlen/llama-cpp-python#1983: the echoed log-probability of prompt token i is the one the model gives that
+    token at position i + 1. Shown here against the in-process model; the backend refuses rather than use it."""
+    ans = RemoteAnswerer(_served_settings(llama_server))
+    prompt = [shared_prompt(FREE_Q, FREE_PASSAGES), "<|im_end|>\n<|im_start|>assistant\nВідповідь:"]
+    with pytest.raises(BackendUnsupported, match=r"shifts echoed log-probabilities by one token.*#1983"):
+        ans.continuation_logprobs(prompt, [" жовтого"])
+    with pytest.raises(BackendUnsupported, match="#1983"):  # the extractive reading, likewise
+        FreeReader(ans).read(FREE_Q, FREE_PASSAGES, extract=True)
+    # a short prompt: llama-cpp-python's echo sorts the whole vocabulary at every prompt token (~0.1 s each)
+    prompt = ["<|im_start|>user\nЯкого кольору дах ратуші?<|im_end|>\n", "<|im_start|>assistant\nВідповідь:"]
+    text, cont = "".join(prompt), " жовтого"
+    echoed = ans._echoed(text, cont)  # what the server echoes for the continuation's tokens
+    local = models.answerer
+    right = local.continuation_logprobs(prompt, [cont])[0]  # log p(token i | prompt, tokens before i)
+    assert len(echoed) == len(right) >= 2
+    vocab = qwen_vocab()
+    first = vocab.decode(vocab.encode(cont)[:1])
+    shifted = local.continuation_logprobs([*prompt, first], [first])[0][0]  # log p(token 0 | prompt, token 0)
+    assert abs(echoed[0] - shifted) < 0.1 * abs(echoed[0] - right[0])  # far nearer the shifted value (measured:
+    assert abs(echoed[0] - right[0]) > 3.0  # -18.2 echoed, -17.8 shifted; llama.cpp's far tail moves with batching)

@@ -7,6 +7,8 @@ on CPU models that exist here: the letter log-probabilities and the reranker's p
 running the shipped Qwen2.5-1.5B on exactly the tokens the vLLM backend would send, the embeddings by
 e5. Those stand-ins are real models, not canned numbers; vLLM itself is not run here (no GPU).
 """
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -208,3 +210,100 @@ def test_serve_commands_run_the_same_engines_as_the_profile():
     assert [r.answer_url, r.embed_url, r.rerank_url] == [f"http://127.0.0.1:{PORTS[st]}/v1"
                                                          for st in ("answer", "embed", "rerank")]
     assert [r.embed_model, r.rerank_model, r.answer_model] == [s.embed_model, s.rerank_model, s.answer_model]
+
+
+# ---- the free-text interface: request building and output parsing ---------------------------------------------
+# vLLM cannot run here (no GPU). These fakes stand for vLLM's output objects only (RequestOutput, its
+# CompletionOutput and Logprob, with the fields the backend reads); their numbers are made up for the test, so
+# what is checked is which requests are built and which numbers are read back, not a model.
+@dataclass
+class FakeVllmLogprob:
+    logprob: float
+
+
+@dataclass
+class FakeVllmCompletionOutput:
+    text: str = ""
+    logprobs: list | None = None  # per generated position: {token id: FakeVllmLogprob}
+
+
+@dataclass
+class FakeVllmRequestOutput:
+    prompt_token_ids: list
+    outputs: list
+    prompt_logprobs: list | None = None  # per prompt position: {token id: FakeVllmLogprob} (None at the first)
+
+
+class FakeVllmGenerate:
+    """Stands for ``run_generate`` (``llm.generate``): records the requests, answers with ``reply``."""
+
+    def __init__(self, reply):
+        self.calls, self.reply = [], reply
+
+    def __call__(self, llm, prompts, params):
+        self.calls.append((prompts, params))
+        return [self.reply(p, params) for p in prompts]
+
+
+def fake_answerer(vocab, reply, **kw):
+    gen = FakeVllmGenerate(reply)
+    s = load_settings("t4x2", **kw)
+    return VllmAnswerer(s, llm=object(), tokenizer=vocab, run=None, generate=gen), gen
+
+
+def test_vllm_generate_request_is_greedy_on_the_pieces_tokens(vocab):
+    ans, gen = fake_answerer(vocab, lambda p, params: FakeVllmRequestOutput(p, [FakeVllmCompletionOutput(" 36 місяців")]))
+    prefix, tail = "<|im_start|>user\nЯким є строк гарантії?", "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
+    assert ans.generate([prefix, tail], 40, stop=["\n"]) == " 36 місяців"
+    (prompts, params), = gen.calls
+    assert prompts == [vocab.encode(prefix) + vocab.encode(tail)]  # each piece tokenized on its own
+    assert params == {"temperature": 0.0, "max_tokens": 40, "stop": ["\n"]}
+    assert ans.count_tokens(prefix) == len(vocab.encode(prefix))
+
+
+def test_vllm_continuations_are_read_from_prompt_logprobs(vocab):
+    def reply(p, params):  # position i holds its own token with log-probability -i/100, and another token
+        rows = [None] + [{p[i]: FakeVllmLogprob(-i / 100), 0: FakeVllmLogprob(-0.001)} for i in range(1, len(p))]
+        return FakeVllmRequestOutput(p, [FakeVllmCompletionOutput("x")], rows)
+
+    ans, gen = fake_answerer(vocab, reply)
+    prompt = ["Запитання: Якого кольору дах?", "<|im_end|>\n<|im_start|>assistant\nВідповідь:"]
+    n = len(vocab.encode(prompt[0])) + len(vocab.encode(prompt[1]))
+    conts = [" жовтого кольору", "", " синього"]
+    got = ans.continuation_logprobs(prompt, conts, max_tokens=2)
+    (prompts, params), = gen.calls  # one call for every non-empty continuation
+    assert params == {"temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 1}
+    assert [len(p) - n for p in prompts] == [min(2, len(vocab.encode(c))) for c in conts if c]
+    assert got[1] == [] and len(got[0]) == min(2, len(vocab.encode(conts[0])))
+    assert got[0] == [-(n + j) / 100 for j in range(len(got[0]))]  # the continuation's own positions
+    assert got[2] == [-(n + j) / 100 for j in range(len(vocab.encode(" синього")[:2]))]
+
+
+def test_vllm_yes_no_from_the_first_tokens_top_logprobs(vocab):
+    yes, no = vocab.encode(" так")[0], vocab.encode(" ні")[0]
+    top = {yes: FakeVllmLogprob(-0.2), no: FakeVllmLogprob(-1.9), 13: FakeVllmLogprob(-4.0)}
+    ans, gen = fake_answerer(vocab, lambda p, params: FakeVllmRequestOutput(p, [FakeVllmCompletionOutput(" так",
+                                                                                                         [top])]))
+    assert ans.yes_log_odds("Чи так?") == pytest.approx(-0.2 - -1.9)
+    assert gen.calls[-1][1] == {"temperature": 0.0, "max_tokens": 1, "logprobs": 20}
+    assert ans.yes_probability("Чи так?") == pytest.approx(1 / (1 + np.exp(-1.7)))
+    del top[no]  # "no" outside the top list: counted as the least likely listed token
+    assert ans.yes_log_odds("Чи так?") == pytest.approx(-0.2 - -4.0)
+
+
+def test_free_reader_on_vllm_opens_qwen3_answers_with_an_empty_think_block(vocab):
+    from pipeline.freeform import FreeReader
+
+    def reply(p, params):
+        if "stop" in params:
+            return FakeVllmRequestOutput(p, [FakeVllmCompletionOutput(" 36 місяців\n")])
+        return FakeVllmRequestOutput(p, [FakeVllmCompletionOutput("", [{vocab.encode(" так")[0]: FakeVllmLogprob(-0.1),
+                                                                      vocab.encode(" ні")[0]: FakeVllmLogprob(-3.0)}])])
+
+    ans, gen = fake_answerer(vocab, reply)  # t4x2: Qwen3, think_block on
+    r = FreeReader(ans).read(Question("q", "Яким є строк гарантії?", []), ["Гарантія — 36 місяців."], extract=False)
+    assert r.generated == "36 місяців" and r.p_answerable == pytest.approx(1 / (1 + np.exp(-2.9)))
+    assert set(r.p_supported) == {"36 місяців"}
+    texts = [vocab.decode(p) for prompts, _ in gen.calls for p in prompts]
+    assert len(texts) == 3 and all(t.endswith("<|im_start|>assistant\n" + EMPTY_THINK + "Відповідь:") for t in texts)
+    assert all(t.count(EMPTY_THINK) == 1 and "Гарантія — 36 місяців." in t for t in texts)

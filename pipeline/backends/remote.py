@@ -19,6 +19,17 @@ model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
   ``allowed_token_ids`` give exactly those six; other servers (llama.cpp) get a
   ``logit_bias`` on the six and are read from their top ``answer_top_logprobs``.
   The letters are renormalised over the six.
+* free text (``base.Answerer``'s interface, for free-form answers), also on
+  ``{answer_url}/completions``: greedy ``generate`` (``temperature=0``,
+  ``stop``); ``yes_log_odds`` from the first token's top
+  ``answer_top_logprobs``; ``continuation_logprobs`` from the echoed prompt
+  (``echo``, ``logprobs=1``, the generated token left out), the continuation's
+  tokens found by their texts (character offsets are not usable: llama-cpp-python
+  leaves special tokens out of them). A server whose echoed
+  log-probabilities disagree with those it reports when generating is refused
+  for continuations (llama-cpp-python's server shifts them by one token:
+  abetlen/llama-cpp-python#1983). Tokens are counted on the local Qwen
+  vocabulary.
 
 Every pipeline shares one HTTP client per server (:class:`HttpClients`, owned
 by ``pipeline.backends.registry.Models`` and closed on shutdown).
@@ -38,12 +49,12 @@ import time
 
 import numpy as np
 
-from ..errors import BackendError, BackendTimeout
+from ..errors import BackendError, BackendTimeout, BackendUnsupported
 from ..prompts import (embed_query, letter_prompt, letter_texts, letter_token_ids, renormalise, rerank_document_part,
                        rerank_pairs, rerank_query_part)
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
-from .base import Answerer, Embedder, Reranker, Scores, l2_normalise
+from .base import NO, YES, Answerer, Embedder, Prompt, Reranker, Scores, l2_normalise, prompt_text, top_log_odds
 from .vocab import qwen_vocab, word_counter
 
 log = logging.getLogger(__name__)
@@ -239,6 +250,8 @@ class RemoteAnswerer(Answerer):
         self.letter_ids = self._letter_ids()
         self._ids = {tid: L for tid, L in zip(self.letter_ids, LETTERS)}
         self._texts = {t: L for t, L in zip(letter_texts(), LETTERS)}
+        self._keys: dict[tuple[str, ...], set[str]] = {}
+        self._echo_problem: str | None = None  # check_echo's finding ("" = fine)
 
     @classmethod
     def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteAnswerer":
@@ -260,13 +273,21 @@ class RemoteAnswerer(Answerer):
                 return got[key]
         return None
 
+    def _served_ids(self, texts: list[str]) -> list[list[int]] | None:
+        """The served model's token ids of each text (a prefix they all share, a BOS some servers add, dropped);
+        None when the server has no tokenize endpoint."""
+        got = [self._server_tokenize(t) for t in texts]
+        if not all(got):
+            return None
+        n = 0
+        while all(len(g) > n + 1 for g in got) and len({g[n] for g in got}) == 1:
+            n += 1
+        return [g[n:] for g in got]
+
     def _letter_ids(self) -> list[int]:
-        got = [self._server_tokenize(t) for t in letter_texts()]
-        if all(got):
-            n = 0  # drop a prefix every letter shares (a BOS some servers add)
-            while all(len(g) > n + 1 for g in got) and len({g[n] for g in got}) == 1:
-                n += 1
-            return letter_token_ids(dict(zip(letter_texts(), [g[n:] for g in got])).__getitem__)
+        got = self._served_ids(letter_texts())
+        if got:
+            return letter_token_ids(dict(zip(letter_texts(), got)).__getitem__)
         log.warning("the answer server has no tokenize endpoint: letter ids from the local Qwen vocabulary")
         return letter_token_ids(self.vocab.encode)
 
@@ -283,14 +304,19 @@ class RemoteAnswerer(Answerer):
             "allowed_token_ids": ids, "logprob_token_ids": ids, "return_tokens_as_token_ids": True,
         }
 
-    def letter_logprobs(self, got: dict) -> dict[str, float]:
-        """Log-probabilities of the letters in a completions response (vLLM or llama.cpp shapes)."""
+    def top_logprobs(self, got: dict) -> dict[str, float]:
+        """The first generated token's top log-probabilities in a completions response (token text, or vLLM's
+        ``token_id:N`` → log-probability)."""
         try:
             top = got["choices"][0]["logprobs"]["top_logprobs"][0] or {}
-            top = {str(t): float(lp) for t, lp in top.items() if lp is not None}
+            return {str(t): float(lp) for t, lp in top.items() if lp is not None}
         except (KeyError, IndexError, TypeError, AttributeError, ValueError):
             raise BackendError(f"answer server at {self.http.base}/completions returned no log-probabilities: "
                                f"{str(got)[:300]}") from None
+
+    def letter_logprobs(self, got: dict) -> dict[str, float]:
+        """Log-probabilities of the letters in a completions response (vLLM or llama.cpp shapes)."""
+        top = self.top_logprobs(got)
         out: dict[str, float] = {}
         for tok, lp in top.items():
             L = None
@@ -318,3 +344,93 @@ class RemoteAnswerer(Answerer):
         usage = got.get("usage")
         n = (usage.get("prompt_tokens") if isinstance(usage, dict) else None) or self._count(prompt)
         return Scores(probs, dict(probs), {}, int(n), time.perf_counter() - t0)
+
+    # ---- free text (base.Answerer) ---------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return self._count(text)
+
+    def _complete(self, body: dict) -> dict:
+        """POST /completions (greedy) and its first choice."""
+        got = self.http.post("/completions", {"model": self.model, "temperature": 0.0, **body})
+        choices = got.get("choices") if isinstance(got, dict) else None
+        _expect(isinstance(choices, list) and choices and isinstance(choices[0], dict), self.http, "/completions",
+                got)
+        return choices[0]
+
+    def generate(self, prompt: Prompt, max_tokens: int, stop: list[str] | None = None) -> str:
+        stop = [x for x in stop or [] if x]
+        body: dict = {"prompt": prompt_text(prompt), "max_tokens": max_tokens}
+        if stop:
+            body["stop"] = stop
+        text = self._complete(body).get("text")
+        _expect(isinstance(text, str), self.http, "/completions", text)
+        return text[: min((i for i in map(text.find, stop) if i >= 0), default=len(text))]
+
+    def _word_keys(self, words) -> set[str]:
+        """How the first token of each word shows in ``top_logprobs``: vLLM's ``token_id:N`` and its text."""
+        words = list(words)
+        if tuple(words) not in self._keys:
+            served = self._served_ids(words) or [self.vocab.encode(w) for w in words]
+            texts = {self.vocab.decode(self.vocab.encode(w)[:1]) for w in words}
+            self._keys[tuple(words)] = {f"token_id:{ids[0]}" for ids in served} | texts
+        return self._keys[tuple(words)]
+
+    def yes_log_odds(self, prompt: Prompt, yes=YES, no=NO) -> float:
+        """From the first token's top ``answer_top_logprobs`` (``base.top_log_odds``)."""
+        keys_yes, keys_no = self._word_keys(yes), self._word_keys(no)
+        top = self.top_logprobs({"choices": [self._complete({
+            "prompt": prompt_text(prompt), "max_tokens": 1, "logprobs": self.settings.answer_top_logprobs,
+            "return_tokens_as_token_ids": True})]})
+        return top_log_odds(top, keys_yes, keys_no)
+
+    def _echoed(self, prompt: str, continuation: str) -> list[float]:
+        """The log-probabilities the server echoes for the tokens of ``continuation`` read after ``prompt``: the last
+        echoed prompt tokens, whose texts make up the continuation."""
+        got = self.http.post("/completions", {"model": self.model, "temperature": 0.0, "prompt": prompt + continuation,
+                                              "max_tokens": 1, "echo": True, "logprobs": 1})
+        try:  # the prompt's tokens come first (vLLM adds the generated one, llama-cpp-python does not)
+            lp, n_prompt = got["choices"][0]["logprobs"], got["usage"]["prompt_tokens"]
+            tokens, lps = list(lp["tokens"]), list(lp["token_logprobs"])
+            end = i = min(len(tokens), int(n_prompt))
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise BackendUnsupported(f"answer server at {self.http.base}/completions did not echo the prompt's tokens "
+                                     f"with their log-probabilities: {str(got)[:300]}") from None
+        text = ""
+        while i > 0 and len(text) < len(continuation):
+            i -= 1
+            text = str(tokens[i]) + text
+        if text != continuation or len(lps) != len(tokens) or any(x is None for x in lps[i:end]):
+            raise BackendUnsupported(
+                f"answer server at {self.http.base}/completions did not echo the continuation {continuation!r} as "
+                f"its own tokens with log-probabilities (echoed {tokens[max(0, end - 8):end]}), so continuations "
+                f"cannot be scored on it")
+        return [float(x) for x in lps[i:end]]
+
+    ECHO_PROBE = "1, 2, 3, 4, 5, 6, 7, 8,"
+
+    def check_echo(self) -> None:
+        """Raise :class:`BackendUnsupported` unless the server's echoed log-probability of a token equals the
+        one it reports when generating that token (after :attr:`ECHO_PROBE`; checked once)."""
+        if self._echo_problem is None:
+            choice = self._complete({"prompt": self.ECHO_PROBE, "max_tokens": 1, "logprobs": 1})
+            try:
+                token, generated = choice["text"], float(choice["logprobs"]["token_logprobs"][0])
+            except (KeyError, IndexError, TypeError, ValueError):
+                raise BackendError(f"answer server at {self.http.base}/completions returned no log-probabilities: "
+                                   f"{str(choice)[:300]}") from None
+            echoed = self._echoed(self.ECHO_PROBE, token) if token else []
+            self._echo_problem = "" if len(echoed) == 1 and abs(echoed[0] - generated) <= 0.5 else (
+                f"answer server at {self.http.base}/completions echoes log-probabilities that disagree with those it "
+                f"generates ({token!r} after {self.ECHO_PROBE!r}: {generated:.3f} generated, echoed {echoed}); "
+                f"llama-cpp-python's server shifts echoed log-probabilities by one token "
+                f"(abetlen/llama-cpp-python#1983), so continuations (free_mode=extract) cannot be scored on it: "
+                f"use vLLM's server, or free_mode=generate")
+        if self._echo_problem:
+            raise BackendUnsupported(self._echo_problem)
+
+    def continuation_logprobs(self, prompt: Prompt, continuations: list[str],
+                              max_tokens: int | None = None) -> list[list[float]]:
+        """One echoed completion per continuation (after :meth:`check_echo`)."""
+        self.check_echo()
+        text = prompt_text(prompt)
+        return [self._echoed(text, c)[:max_tokens] if c else [] for c in continuations]

@@ -7,8 +7,9 @@ install when it is missing.
 Everything but the GPU work is plain code tested on the Qwen vocabulary
 (``tests/test_vllm_engine.py``): the engine arguments (``engine_args``), the
 prompts (``pipeline.prompts``), the token ids, batching and reading the
-results. The GPU work is three small functions — :func:`run_embed`,
-:func:`run_classify`, :func:`run_letter_logprobs` — one vLLM call each.
+results. The GPU work is four small functions — :func:`run_embed`,
+:func:`run_classify`, :func:`run_letter_logprobs`, :func:`run_generate` — one
+vLLM call each.
 
 * Embedder — pooling runner; Qwen3-Embedding's pooler (last token, normalised)
   comes from the checkpoint; queries get ``settings.embed_query_prefix``.
@@ -23,7 +24,11 @@ results. The GPU work is three small functions — :func:`run_embed`,
   (``allowed_token_ids``) with exactly their log-probabilities
   (``logprob_token_ids``), renormalised over the six; Qwen3's thinking is off
   (an empty ``<think>`` block, as its chat template renders for
-  ``enable_thinking=False``).
+  ``enable_thinking=False``). Its free-text interface (``base.Answerer``) goes
+  through :func:`run_generate` with the sampling parameters built here
+  (:func:`generate_params`, :func:`continuation_params`, :func:`next_token_params`):
+  greedy generation with ``stop``; continuations read from ``prompt_logprobs``;
+  yes/no from the first token's top ``answer_top_logprobs``.
 
 Engines are cached per process (many pipelines — one per web session — share
 them). Under a ``stage_per_process`` profile (``t4x2-paper``) a second engine
@@ -43,7 +48,8 @@ from ..prompts import (RERANK_LABELS, embed_query, fit_to_context, letter_prompt
                        rerank_pairs, rerank_prompt)
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
-from .base import Answerer, Embedder, Reranker, Scores, l2_normalise
+from .base import (NO, YES, Answerer, Embedder, Prompt, Reranker, Scores, l2_normalise, prompt_pieces,
+                   top_log_odds)
 from .vocab import HfTokenizer, Tokenizer, word_counter
 
 try:  # guarded: vLLM exists on GPU hosts only
@@ -125,6 +131,39 @@ def run_letter_logprobs(llm, prompts: list[list[int]], ids: list[int]) -> list[d
     return [{int(t): float(lp.logprob) for t, lp in o.outputs[0].logprobs[0].items()} for o in outs]
 
 
+def run_generate(llm, prompts: list[list[int]], params: dict[str, Any]) -> list:
+    """GPU: ``llm.generate`` on token prompts with ``SamplingParams(**params)``; vLLM's ``RequestOutput`` each."""
+    from vllm import SamplingParams
+
+    return llm.generate([{"prompt_token_ids": p} for p in prompts], SamplingParams(**params), use_tqdm=False)
+
+
+def generate_params(max_tokens: int, stop: list[str] | None) -> dict[str, Any]:
+    """Greedy: at most ``max_tokens``, ending before a ``stop`` string (vLLM leaves it out of the text)."""
+    return dict(temperature=0.0, max_tokens=max_tokens, stop=[x for x in stop or [] if x])
+
+
+def continuation_params() -> dict[str, Any]:
+    """One token generated (ignored); each prompt token's log-probability (``prompt_logprobs``)."""
+    return dict(temperature=0.0, max_tokens=1, prompt_logprobs=1)
+
+
+def next_token_params(top: int) -> dict[str, Any]:
+    """One token; the ``top`` most likely at that position with their log-probabilities."""
+    return dict(temperature=0.0, max_tokens=1, logprobs=top)
+
+
+def prompt_token_logprobs(output, start: int, ids: list[int]) -> list[float]:
+    """From one ``RequestOutput``: the log-probabilities of ``ids``, the prompt's tokens from ``start`` on."""
+    rows = output.prompt_logprobs[start: start + len(ids)]
+    return [float(row[t].logprob) for row, t in zip(rows, ids)]
+
+
+def first_token_logprobs(output) -> dict[int, float]:
+    """From one ``RequestOutput``: token id → log-probability at the first generated position."""
+    return {int(t): float(lp.logprob) for t, lp in output.outputs[0].logprobs[0].items()}
+
+
 def _tokenizer(llm) -> Tokenizer:
     return HfTokenizer(llm.get_tokenizer())
 
@@ -196,14 +235,15 @@ class VllmReranker(Reranker):
 
 class VllmAnswerer(Answerer):
     def __init__(self, settings: Settings, llm=None, tokenizer: Tokenizer | None = None,
-                 run: Callable[[Any, list[list[int]], list[int]], list[dict[int, float]]] = run_letter_logprobs):
+                 run: Callable[[Any, list[list[int]], list[int]], list[dict[int, float]]] = run_letter_logprobs,
+                 generate: Callable[[Any, list[list[int]], dict[str, Any]], list] = run_generate):
         if settings.scorer != "letter":
             raise ValueError(f"the vLLM answerer scores letters only (scorer={settings.scorer!r}): set scorer=letter")
         self.settings = settings
         self.llm = llm if llm is not None else engine(settings, "answer")
         self.tok = tokenizer or _tokenizer(self.llm)
         self.letter_ids = letter_token_ids(self.tok.encode)
-        self._run = run
+        self._run, self._generate = run, generate
         self._lock = threading.Lock()
 
     def prompt_ids(self, q: Question, evidence: list[Candidate]) -> list[int]:
@@ -231,3 +271,31 @@ class VllmAnswerer(Answerer):
     @classmethod
     def from_settings(cls, settings: Settings, shared=None) -> "VllmAnswerer":
         return cls(settings)
+
+    # ---- free text (base.Answerer) -------------------------------------------------------------------
+    def _ids(self, prompt: Prompt) -> list[int]:
+        return [t for piece in prompt_pieces(prompt) for t in self.tok.encode(piece)]
+
+    def _call(self, prompts: list[list[int]], params: dict[str, Any]) -> list:
+        with self._lock:
+            return list(self._generate(self.llm, prompts, params)) if prompts else []
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tok.encode(text))
+
+    def generate(self, prompt: Prompt, max_tokens: int, stop: list[str] | None = None) -> str:
+        (out,) = self._call([self._ids(prompt)], generate_params(max_tokens, stop))
+        return out.outputs[0].text
+
+    def continuation_logprobs(self, prompt: Prompt, continuations: list[str],
+                              max_tokens: int | None = None) -> list[list[float]]:
+        """All continuations in one call, each read from its prompt's ``prompt_logprobs``."""
+        ids = self._ids(prompt)
+        conts = [self.tok.encode(c)[:max_tokens] if c else [] for c in continuations]
+        outs = iter(self._call([ids + c for c in conts if c], continuation_params()))
+        return [prompt_token_logprobs(next(outs), len(ids), c) if c else [] for c in conts]
+
+    def yes_log_odds(self, prompt: Prompt, yes=YES, no=NO) -> float:
+        (out,) = self._call([self._ids(prompt)], next_token_params(self.settings.answer_top_logprobs))
+        first = lambda words: sorted({self.tok.encode(w)[0] for w in words})  # noqa: E731
+        return top_log_odds(first_token_logprobs(out), first(yes), first(no))
