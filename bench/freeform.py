@@ -34,10 +34,10 @@ import sys
 from pathlib import Path
 
 from pipeline.backends.registry import Models
+from pipeline.evaluation.free import free_metrics, read_free_questions
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
 from pipeline.freeform import Reading, answer_free, free_reader
-from pipeline.freeform_eval import free_metrics, read_free_questions
 from pipeline.index import Library
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings

@@ -203,3 +203,33 @@ def test_a_question_over_the_length_limit_fails_at_once_in_a_batch():
     q = Question("q", "Що? " * 1800, ["a", "b", "", "", "", ""])
     with pytest.raises(QuestionError, match="over the limit"):
         _predict(pipe, q, {"Question_ID": "q"}, True)
+
+
+def test_batch_command_routes_a_free_form_csv(tmp_path, models, manual_pdf, monkeypatch, capsys):
+    """A questions CSV without option columns goes to the free-form path (``pipeline.evaluation.free``)."""
+    import csv
+    import json
+
+    import pymupdf
+
+    from pipeline import evaluate as ev
+    from pipeline import qa
+
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    (pdfs / "manual.pdf").write_bytes(manual_pdf)
+    doc = pymupdf.open(stream=manual_pdf, filetype="pdf")
+    gold = [i + 1 for i in range(doc.page_count) if "строком 36 місяців" in " ".join(doc[i].get_text().split())][0]
+    qcsv = tmp_path / "free.csv"
+    qcsv.write_text("Question_ID;Question;Answer;Doc_ID;Page_Num\n"
+                    f"f1;Яким є строк гарантії на зволожувач «Росинка-7»?;36 місяців;manual.pdf;{gold}\n", encoding="utf-8")
+    args = ["--pdfs", str(pdfs), "--questions", str(qcsv), "--out", str(tmp_path / "out"), "--data-dir",
+            str(tmp_path / "lib")]
+    assert ev.main([*args, "--no-answer"]) == 2 and "--no-answer is for six-option questions" in capsys.readouterr().err
+    monkeypatch.setattr(qa, "Models", lambda settings: models)  # reuse the already loaded real models
+    assert ev.main(args) == 0
+    rows = list(csv.DictReader(open(tmp_path / "out" / "submission.csv", encoding="utf-8")))
+    assert list(rows[0]) == ["Question_ID", "Answer", "Doc_ID", "Page_Num"] and "36" in rows[0]["Answer"]
+    m = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert m["n_questions"] == 1 and m["failed"] == 0 and m["f1"] >= 0.5 and m["doc_accuracy"] == 1.0
+    assert m["indexing"]["pdfs"] == 1 and m["settings"]["free_mode"] == "generate"

@@ -3,9 +3,9 @@ import pymupdf
 import pytest
 
 from pipeline.errors import QuestionsError
+from pipeline.evaluation.free import (exact_match, free_metrics, is_free_form, norm_answer, read_free_questions,
+                                      token_f1, write_free_outputs)
 from pipeline.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
-from pipeline.freeform_eval import (exact_match, free_metrics, norm_answer, read_free_questions, token_f1,
-                                    write_free_outputs)
 from pipeline.retrieval import query_text
 from pipeline.settings import load_settings
 from pipeline.types import Question
@@ -46,6 +46,34 @@ def test_reads_free_form_csv():
     assert qs[0].gold_answer is None  # no Answer column: nothing to score
     with pytest.raises(QuestionsError, match="Question_ID, Question"):
         read_free_questions("id,text\n1,x\n")
+
+
+def test_a_csv_without_option_columns_is_free_form():
+    assert is_free_form("Question_ID;Question;Answer\n1;Скільки?;36\n")
+    assert is_free_form("\ufeffquestion_id,question\n7,Що?\n".encode("utf-8"))
+    assert not is_free_form("Question_ID,Question,A,B,C,D,E,F\n1,Що?,a,b,c,d,e,f\n")
+    assert not is_free_form("Question_ID\tQuestion\ta\tb\n1\tЩо?\tx\ty\n")  # some options: not free-form
+
+
+def test_free_prompt_is_cut_to_the_context_keeping_the_question():
+    from pipeline.backends.vllm_engine import VllmAnswerer
+    from pipeline.backends.vocab import qwen_vocab
+    from pipeline.freeform import FreeReader, free_prompt
+    from pipeline.prompts import cut_to_tokens
+
+    vocab = qwen_vocab()
+    count = lambda t: len(vocab.encode(t))  # noqa: E731
+    text = "Довгий текст без потрібної відповіді. " * 50
+    cut = cut_to_tokens(text, 40, count)
+    assert text.startswith(cut) and count(cut) <= 40 < count(text[: len(cut) + 1])
+    ans = VllmAnswerer(load_settings("t4x2", n_ctx=1024), llm=object(), tokenizer=vocab)  # only counts tokens here
+    reader = FreeReader(ans, max_tokens=40)
+    q = Question("q", "Яким є строк гарантії на зволожувач?", [])
+    short = reader.prefix(q, ["Гарантія — 36 місяців."])
+    assert short == free_prompt(q, ["Гарантія — 36 місяців."])
+    long = reader.prefix(q, ["Гарантія — 36 місяців.", text * 3])
+    assert count(long) <= 1024 - 160 - 40 and long.endswith(f"\nЗапитання: {q.text}")
+    assert long.startswith(free_prompt(q, ["Гарантія — 36 місяців.", text * 3]).split("Довгий")[0])  # cut at its end
 
 
 def test_submission_has_empty_answer_for_abstentions(tmp_path):

@@ -1,0 +1,192 @@
+"""Batch and metrics for free-form questions (no options), run by ``python -m pipeline.evaluate``.
+
+    python -m pipeline.evaluate --pdfs DIR --questions CSV --out DIR [--set free_verify=false]
+
+A questions CSV without option columns (A–F) is free-form: ``Question_ID,
+Question`` and, for scoring, ``Answer`` (an empty cell: the question is
+unanswerable from the documents), optionally ``Doc_ID, Page_Num``. Writes
+``submission.csv`` (Question_ID, Answer, Doc_ID, Page_Num; an empty Answer for
+an abstention), ``metrics.json``, ``trace.jsonl``.
+
+Metrics: exact match and token F1 after normalisation (case, punctuation,
+Ukrainian apostrophes ’ ' ʼ unified) on the answerable questions (an abstention
+scores 0), document and page accuracy on those with a gold document,
+abstention rate on answerable ones, and abstention precision/recall for the
+unanswerable ones.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import time
+import unicodedata
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+from ..errors import QuestionsError
+from ..freeform import FreeAnswer, answer_free
+from ..qa import Pipeline
+from ..text import fold_homoglyphs
+from ..types import LETTERS, Question
+from .questions import _columns, _delimiter, _page, _short, decode
+
+REQUIRED = ["Question_ID", "Question"]
+GOLD = ["Answer", "Doc_ID", "Page_Num"]
+_APOS = re.compile(r"[’'ʼ`‘]")
+
+
+def norm_answer(text: str) -> str:
+    """Lower case, apostrophes unified (and dropped), Latin look-alikes in Cyrillic words made Cyrillic,
+    punctuation to spaces, whitespace collapsed."""
+    t = fold_homoglyphs(unicodedata.normalize("NFC", text or "")).lower()
+    t = _APOS.sub("", t)
+    t = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in t)
+    return " ".join(t.split())
+
+
+def exact_match(pred: str, gold: str) -> float:
+    return float(norm_answer(pred) == norm_answer(gold))
+
+
+def token_f1(pred: str, gold: str) -> float:
+    p, g = norm_answer(pred).split(), norm_answer(gold).split()
+    if not p or not g:
+        return float(p == g)
+    common = sum((Counter(p) & Counter(g)).values())
+    if not common:
+        return 0.0
+    prec, rec = common / len(p), common / len(g)
+    return 2 * prec * rec / (prec + rec)
+
+
+def is_free_form(data: bytes | str) -> bool:
+    """Whether a questions file is free-form: its header names no option column (A–F)."""
+    text = decode(data)[0] if isinstance(data, bytes) else data.lstrip("\ufeff")
+    first = text.split("\n", 1)[0]
+    header = next(csv.reader([first], delimiter=_delimiter(first, REQUIRED + GOLD + list(LETTERS))), [])
+    return not {h.strip().casefold() for h in header} & {L.casefold() for L in LETTERS}
+
+
+def read_free_questions(data: bytes | str, max_questions: int | None = None) -> tuple[list[Question], list[str]]:
+    """Questions from a free-form CSV and notes on skipped rows. ``gold_answer`` is the ``Answer`` cell
+    ("" = unanswerable) or None when the file has no ``Answer`` column; ``options`` is empty."""
+    text, problems = decode(data) if isinstance(data, bytes) else (data.lstrip("\ufeff"), [])
+    reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text.split("\n", 1)[0], REQUIRED + GOLD))
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        col = _columns(header, REQUIRED, GOLD, "Question_ID, Question, and for scoring Answer "
+                                               "(empty = unanswerable), Doc_ID, Page_Num")
+        questions, seen = [], {}
+        line = reader.line_num + 1
+        for row in reader:
+            n, line = line, reader.line_num + 1
+            if not any(c.strip() for c in row):
+                continue
+            get = {c: (row[i].strip() if i < len(row) else "") for c, i in col.items() if c in REQUIRED + GOLD}
+            qid = get["Question_ID"]
+            where = f"line {n} (Question_ID {_short(qid)})" if qid else f"line {n}"
+            if not qid:
+                problems.append(f"{where}: no Question_ID — skipped")
+            elif not get["Question"]:
+                problems.append(f"{where}: the question is empty — skipped")
+            elif qid in seen:
+                problems.append(f"{where}: this Question_ID is already used on line {seen[qid]} — skipped")
+            else:
+                seen[qid] = n
+                gold = get["Answer"] if "Answer" in col else None
+                questions.append(Question(qid, get["Question"], [], gold, get.get("Doc_ID") or None,
+                                          _page(get.get("Page_Num", ""))))
+    except csv.Error as e:
+        raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
+    if not questions:
+        raise QuestionsError("the questions file has no usable question" + (": " + "; ".join(problems[:3])
+                                                                           if problems else ""))
+    if max_questions is not None and len(questions) > max_questions:
+        raise QuestionsError(f"the questions file has {len(questions):,} questions, more than the "
+                             f"{max_questions:,} allowed in one run (PDFQA_MAX_QUESTIONS)")
+    return questions, problems
+
+
+def free_metrics(rows: list[dict]) -> dict:
+    """Rows with ``pred`` ("" = abstained), ``gold`` ("" = unanswerable), and optionally pred/gold doc and page."""
+    ans = [r for r in rows if r["gold"]]
+    un = [r for r in rows if not r["gold"]]
+    abst = [r for r in rows if not r["pred"]]
+    out: dict = {"n": len(rows), "n_answerable": len(ans), "n_unanswerable": len(un)}
+    if ans:
+        out["f1"] = sum(token_f1(r["pred"], r["gold"]) for r in ans) / len(ans)
+        out["exact_match"] = sum(exact_match(r["pred"], r["gold"]) for r in ans) / len(ans)
+        out["abstained_answerable"] = sum(not r["pred"] for r in ans) / len(ans)
+        answered = [r for r in ans if r["pred"]]
+        out["f1_when_answered"] = (sum(token_f1(r["pred"], r["gold"]) for r in answered) / len(answered)
+                                   if answered else 0.0)
+        located = [r for r in ans if r.get("gold_doc")]
+        if located:
+            out["doc_accuracy"] = sum(r.get("pred_doc") == r["gold_doc"] for r in located) / len(located)
+            out["page_accuracy"] = sum(r.get("pred_doc") == r["gold_doc"] and r.get("pred_page") == r["gold_page"]
+                                       for r in located) / len(located)
+    if un:
+        out["abstention_recall"] = sum(not r["pred"] for r in un) / len(un)
+    if abst:
+        out["abstention_precision"] = sum(not r["gold"] for r in abst) / len(abst)
+    return out
+
+
+def trace_of(q: Question, a: FreeAnswer) -> dict:
+    return {"Question_ID": q.qid, "answer": a.text, "abstained": a.abstained, "reasons": a.reasons,
+            "doc": a.doc_name, "page": a.page, "grounding": a.grounding, "timings": a.timings,
+            "evidence_chunk": a.evidence_chunk.chunk.chunk_id if a.evidence_chunk else None,
+            "candidates": [{"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc": c.chunk.doc_name,
+                            "pages": c.chunk.pages, "scores": {k: round(v, 5) for k, v in c.scores.items()}}
+                           for c in a.candidates[:10]],
+            "tries": a.details.get("tries", [])}
+
+
+def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = None,
+                  progress: Callable[[int, int, dict], None] | None = None,
+                  extra: dict | None = None) -> tuple[dict, list[dict]]:
+    """Answer every question (a failure is recorded, the batch goes on); metrics when gold answers are given
+    (``extra`` is added to them)."""
+    traces = []
+    for i, q in enumerate(questions, 1):
+        t0 = time.perf_counter()
+        try:
+            rec = trace_of(q, answer_free(pipe, q))
+        except Exception as e:  # one failed question never stops the batch
+            rec = {"Question_ID": q.qid, "answer": "", "abstained": True, "error": f"{type(e).__name__}: {e}"}
+        rec["seconds"] = time.perf_counter() - t0
+        if q.gold_answer is not None:
+            rec["gold"] = {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page}
+        traces.append(rec)
+        if progress:
+            progress(i, len(questions), rec)
+    result: dict = {"n_questions": len(questions), "failed": sum("error" in t for t in traces)}
+    scored = [(q, t) for q, t in zip(questions, traces) if q.gold_answer is not None]
+    if scored:
+        result.update(free_metrics([{"pred": t["answer"], "gold": q.gold_answer, "pred_doc": t.get("doc"),
+                                     "gold_doc": q.gold_doc, "pred_page": t.get("page"), "gold_page": q.gold_page}
+                                    for q, t in scored]))
+    secs = sorted(t["seconds"] for t in traces)
+    if secs:
+        result["p50_seconds"] = secs[len(secs) // 2]
+    result.update(extra or {})
+    if out:
+        write_free_outputs(out, traces, result)
+    return result, traces
+
+
+def write_free_outputs(out: Path, traces: list[dict], result: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "submission.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["Question_ID", "Answer", "Doc_ID", "Page_Num"])
+        for t in traces:
+            w.writerow([t["Question_ID"], t["answer"], t.get("doc") or "" if t["answer"] else "",
+                        t.get("page") or "" if t["answer"] else ""])
+    with open(out / "trace.jsonl", "w", encoding="utf-8") as f:
+        for t in traces:
+            f.write(json.dumps(t, ensure_ascii=False) + "\n")
+    (out / "metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
