@@ -16,7 +16,7 @@ from pipeline.types import LETTERS, Candidate, Question
 
 from . import views as V
 from .blocks import BlockError, parse_block
-from .common import Context, df, handled, message, need_sid, user_error
+from .common import NO_SESSION, Context, df, handled, message, need_sid, user_error
 from .sessions import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,10 @@ def build(ctx: Context, sid: gr.State) -> gr.Dataset:
         wait = max(0.0, time.time() - float(t_click or time.time()))
         q = Question("ui", (question or "").strip(), [(o or "").strip() for o in options])
         skip = [gr.skip()] * 11
+        if not valid_session_id(sid):  # the page's state was dropped (or the API was called without a page)
+            gr.Warning(html.escape(NO_SESSION))
+            yield f"⚠ {V.md_escape(NO_SESSION)}", *skip
+            return
         try:
             with store.open(sid) as pipe:
                 if not any(q.options):

@@ -83,8 +83,11 @@ def handled(doing: str):
     return wrap
 
 
+NO_SESSION = ("This page has no session yet (still loading) or no longer (open a long time while many others "
+              "came): wait a moment, or reload the page — your library is kept.")
+
+
 def need_sid(sid: str) -> str:
     if not valid_session_id(sid):
-        raise user_error("This page has no session yet (still loading) or no longer (open a long time while many "
-                         "others came): wait a moment, or reload the page — your library is kept.")
+        raise user_error(NO_SESSION)
     return sid

@@ -208,7 +208,8 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
         questions, _, _ = read_csv(csv_file)
         stops[sid] = threading.Event()
         return (V.progress_html(0, len(questions), 0.0, "waiting for the model…"),
-                gr.update(interactive=False, value="Running…"), gr.update(interactive=True))
+                gr.update(interactive=False, value="Running…"), gr.update(interactive=True),
+                f"Starting a run of {V.plural(len(questions), 'question')}…")
 
     def on_stop(sid):
         if sid in stops:
@@ -309,7 +310,8 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
         return summary, delta_rows, df(rows, FLIP_COLUMNS)
 
     run_btn.click(on_validate, [sid, csv_in], None, show_progress="hidden") \
-        .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn], queue=False, show_progress="hidden") \
+        .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn, eval_msg], queue=False,
+                 show_progress="hidden") \
         .success(on_run, [sid, csv_in, run_name, check_order],
                  [progress_html, eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl, run_a,
                   run_b], show_progress="hidden", **ctx.model_work) \
