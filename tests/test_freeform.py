@@ -46,6 +46,12 @@ def test_reads_free_form_csv():
     assert qs[0].gold_answer is None  # no Answer column: nothing to score
     with pytest.raises(QuestionsError, match="Question_ID, Question"):
         read_free_questions("id,text\n1,x\n")
+    # the same row rules as the six-option reader (pipeline.evaluation.questions.question_rows)
+    from pipeline.evaluation.questions import MAX_CELL
+
+    qs, notes = read_free_questions(f"Question_ID,Question\n1,{'я' * (MAX_CELL + 10)}\n1,Ще раз?\n")
+    assert len(qs) == 1 and len(qs[0].text) == MAX_CELL
+    assert "Question cut to" in notes[0] and "already used on line 2" in notes[1]
 
 
 def test_a_csv_without_option_columns_is_free_form():

@@ -31,7 +31,7 @@ from ..freeform import FreeAnswer, answer_free
 from ..qa import Pipeline
 from ..text import fold_homoglyphs
 from ..types import LETTERS, Question
-from .questions import _columns, _delimiter, _page, _short, decode
+from .questions import _columns, _delimiter, _page, decode, question_rows
 
 REQUIRED = ["Question_ID", "Question"]
 GOLD = ["Answer", "Doc_ID", "Page_Num"]
@@ -79,26 +79,10 @@ def read_free_questions(data: bytes | str, max_questions: int | None = None) -> 
         header = [h.strip() for h in next(reader, [])]
         col = _columns(header, REQUIRED, GOLD, "Question_ID, Question, and for scoring Answer "
                                                "(empty = unanswerable), Doc_ID, Page_Num")
-        questions, seen = [], {}
-        line = reader.line_num + 1
-        for row in reader:
-            n, line = line, reader.line_num + 1
-            if not any(c.strip() for c in row):
-                continue
-            get = {c: (row[i].strip() if i < len(row) else "") for c, i in col.items() if c in REQUIRED + GOLD}
-            qid = get["Question_ID"]
-            where = f"line {n} (Question_ID {_short(qid)})" if qid else f"line {n}"
-            if not qid:
-                problems.append(f"{where}: no Question_ID — skipped")
-            elif not get["Question"]:
-                problems.append(f"{where}: the question is empty — skipped")
-            elif qid in seen:
-                problems.append(f"{where}: this Question_ID is already used on line {seen[qid]} — skipped")
-            else:
-                seen[qid] = n
-                gold = get["Answer"] if "Answer" in col else None
-                questions.append(Question(qid, get["Question"], [], gold, get.get("Doc_ID") or None,
-                                          _page(get.get("Page_Num", ""))))
+        used = [(c, i) for c, i in col.items() if c in REQUIRED + GOLD]
+        questions = [Question(get["Question_ID"], get["Question"], [], get["Answer"] if "Answer" in col else None,
+                              get.get("Doc_ID") or None, _page(get.get("Page_Num", "")))
+                     for get in question_rows(reader, used, problems)]
     except csv.Error as e:
         raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
     if not questions:

@@ -86,6 +86,38 @@ def _page(s: str) -> int | None:
         return None
 
 
+def question_rows(reader, used: list[tuple[str, int]], problems: list[str], check=None):
+    """The usable rows of a questions CSV (after its header) as {column: stripped cell}, cells over
+    ``MAX_CELL`` cut with a note. A blank row is passed over; a row without Question_ID or question, with
+    an ID already used by an earlier usable row, or for which ``check(cells)`` gives a reason, is skipped
+    with a note in ``problems``."""
+    seen: dict[str, int] = {}
+    line = reader.line_num + 1
+    for row in reader:
+        n, line = line, reader.line_num + 1  # a quoted cell may span lines
+        if not any(c.strip() for c in row):
+            continue
+        get = {c: (row[i].strip() if i < len(row) else "") for c, i in used}
+        qid = get["Question_ID"]
+        where = f"line {n} (Question_ID {_short(qid)})" if qid else f"line {n}"
+        long = [c for c, v in get.items() if len(v) > MAX_CELL]
+        if long:
+            problems.append(f"{where}: {', '.join(long)} cut to {MAX_CELL} characters")
+            get.update({c: get[c][:MAX_CELL] for c in long})
+        why = ("no Question_ID" if not qid else "the question is empty" if not get["Question"]
+               else f"this Question_ID is already used on line {seen[qid]}" if qid in seen
+               else check(get) if check else None)
+        if why:
+            problems.append(f"{where}: {why} — skipped")
+            continue
+        seen[qid] = n
+        yield get
+
+
+def _six_options(get: dict[str, str]) -> str | None:
+    return "fewer than two non-empty options" if sum(1 for L in LETTERS if get[L]) < 2 else None
+
+
 def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple[list[Question], list[str]]:
     """Questions from a competition-format CSV, and notes on what was skipped or changed.
 
@@ -105,34 +137,11 @@ def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple
             problems.append(f"column(s) {', '.join(extra)} ignored: a question has six options, A–F")
         used = [(c, i) for c, i in col.items() if c in REQUIRED + GOLD]
         questions: list[Question] = []
-        seen: dict[str, int] = {}
-        line = reader.line_num + 1
-        for row in reader:
-            n, line = line, reader.line_num + 1  # a quoted cell may span lines
-            if not any(c.strip() for c in row):
-                continue
-            get = {c: (row[i].strip() if i < len(row) else "") for c, i in used}
-            qid = get["Question_ID"]
-            where = f"line {n} (Question_ID {_short(qid)})" if qid else f"line {n}"
-            long = [c for c, v in get.items() if len(v) > MAX_CELL]
-            if long:
-                problems.append(f"{where}: {', '.join(long)} cut to {MAX_CELL} characters")
-                get.update({c: get[c][:MAX_CELL] for c in long})
-            options = [get[L] for L in LETTERS]
-            if not qid:
-                problems.append(f"{where}: no Question_ID — skipped")
-            elif not get["Question"]:
-                problems.append(f"{where}: the question is empty — skipped")
-            elif qid in seen:
-                problems.append(f"{where}: this Question_ID is already used on line {seen[qid]} — skipped")
-            elif sum(1 for o in options if o) < 2:
-                problems.append(f"{where}: fewer than two non-empty options — skipped")
-            else:
-                seen[qid] = n
-                gold = get.get("Correct_Answer", "").upper()
-                gold = gold if len(gold) == 1 and gold in LETTERS else None
-                questions.append(Question(qid, get["Question"], options, gold, get.get("Doc_ID") or None,
-                                          _page(get.get("Page_Num", ""))))
+        for get in question_rows(reader, used, problems, check=_six_options):
+            gold = get.get("Correct_Answer", "").upper()
+            gold = gold if len(gold) == 1 and gold in LETTERS else None
+            questions.append(Question(get["Question_ID"], get["Question"], [get[L] for L in LETTERS], gold,
+                                      get.get("Doc_ID") or None, _page(get.get("Page_Num", ""))))
     except csv.Error as e:
         raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
     if not questions:
