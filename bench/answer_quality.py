@@ -8,6 +8,8 @@
     python -m bench.answer_quality fit --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # or, after 2 alone: refit only the not-in-documents flag (no LLM features needed)
     python -m bench.answer_quality flag --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
+    # the flag for questions WITHOUT options (retrieved by the question alone: ``absent-free.jsonl``, ``flag_free``)
+    python -m bench.answer_quality absent --free ...  &&  python -m bench.answer_quality flag --free ...
 
 The library is indexed once into ``--data-dir`` (default ``data/unlp``) and reused.
 Questions are processed in the order of a hash of their ID, so a partial run is
@@ -34,7 +36,7 @@ from pipeline.answer_features import GROUPS, llm_features, support_features
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
 from pipeline.qa import Pipeline
-from pipeline.types import LETTERS
+from pipeline.types import LETTERS, Question
 from pipeline.settings import load_settings
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "pipeline" / "answer_weights.json"
@@ -55,7 +57,7 @@ def retrieval_record(pipe: Pipeline, q) -> tuple[dict, list, list]:
     evidence = pipe.evidence(reranked, pipe.settings.top_k_answer)
     top = reranked[0]
     rec = {"qid": q.qid, "gold": {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page},
-           "doc": top.chunk.doc_name, "pages_by_letter": [evidence_page(top, q, L) for L in LETTERS],
+           "doc": top.chunk.doc_name, "pages_by_letter": [evidence_page(top, q, L) for L in LETTERS[:len(q.options)]],
            "evidence": [c.chunk.chunk_id for c in evidence], "evidence_docs": [c.chunk.doc_name for c in evidence],
            "candidates": _cands(reranked), "flag": combiner.flag_features(pipe.library, q, reranked, evidence),
            "seconds": {"retrieve": time.perf_counter() - t}}
@@ -157,15 +159,21 @@ def halves(names: list[str]) -> tuple[set, set]:
     return a, set(names) - a
 
 
+def absent_file(args) -> str:
+    return "absent-free.jsonl" if args.free else "absent.jsonl"
+
+
 def cmd_absent(args) -> None:
     """Each question asked of the half of the library that lacks its gold document (retrieval only)."""
     questions = in_library(args, read_questions(args.questions.read_bytes())[0])
+    if args.free:  # asked as a plain question (no options), as the free-form answer step asks it
+        questions = [Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page) for q in questions]
     full = open_pipe(args, args.data_dir / "full")
     names = [d.name for d in full.library.documents()]
     docs = {d.name: d.doc_hash for d in full.library.documents()}
     full.library.close()
     parts = halves(names)
-    out = args.data_dir / "absent.jsonl"
+    out = args.data_dir / absent_file(args)
     with open(out, "w", encoding="utf-8") as f:
         pipe = Pipeline(load_settings(args.profile), root=args.data_dir / "full", models=full.models)
         for q in questions:  # the same questions asked normally (retrieval only)
@@ -199,15 +207,16 @@ def cmd_flag(args) -> None:
     """Refit only the not-in-documents flag from ``absent.jsonl`` (retrieval only, no LLM features needed)."""
     from bench import answer_quality_fit as F
 
-    recs = [json.loads(x) for x in (args.data_dir / "absent.jsonl").read_text(encoding="utf-8").splitlines() if x]
-    flag = F.flag_eval([r for r in recs if r["library"] == "full"], [r for r in recs if r["library"] != "full"])
+    recs = [json.loads(x) for x in (args.data_dir / absent_file(args)).read_text(encoding="utf-8").splitlines() if x]
+    flag = F.flag_eval([r for r in recs if r["library"] == "full"], [r for r in recs if r["library"] != "full"],
+                       F.FLAG_FREE if args.free else F.FLAG)
     weights = json.loads(args.weights.read_text(encoding="utf-8"))
-    weights["flag"] = flag["final"]
+    weights["flag_free" if args.free else "flag"] = flag["final"]
     args.weights.write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")
-    print(f"flag: {flag['n_present']} present + {flag['n_absent']} absent questions; held-out ROC AUC "
+    print(f"{'flag_free' if args.free else 'flag'}: {flag['n_present']} present + {flag['n_absent']} absent questions; held-out ROC AUC "
           f"{flag['auc']:.3f}; fires on {flag['rate_present']:.3f} present / {flag['rate_absent']:.3f} absent; "
           "single features: " + ", ".join(f"{k} {v:.3f}" for k, v in flag["single"].items()))
-    print(f"wrote {args.weights} (flag only)")
+    print(f"wrote {args.weights} ({'flag_free' if args.free else 'flag'} only)")
 
 
 def cmd_fit(args) -> None:
@@ -228,6 +237,8 @@ def main(argv=None) -> None:
     ap.add_argument("--shifts", default="0,3", help="features: cyclic shifts of the lettered options")
     ap.add_argument("--reverse", action="store_true", help="features: this worker's questions in reverse order")
     ap.add_argument("--worker", default="0/1", help="features: K/N = this process takes every N-th question")
+    ap.add_argument("--free", action="store_true",
+                    help="absent/flag: the questions without their options (the free-form flag, flag_free)")
     ap.add_argument("--weights", type=Path, default=WEIGHTS, help="fit: where the fitted weights go")
     ap.add_argument("--out", type=Path, default=Path("bench/answer_quality.md"))
     args = ap.parse_args(argv)

@@ -33,6 +33,7 @@ COMBOS = {
 }
 THRESHOLD = 0.5  # the flag fires when "absent" is the likelier of the two (the fit's classes are balanced)
 FLAG = ["q_cov_idf", "rare_cov", "rare_absent", "dense_top", "opt_cov_max"]
+FLAG_FREE = [n for n in FLAG if not n.startswith("opt_")]  # questions without options (retrieved by the question)
 
 
 def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -182,26 +183,26 @@ def reliability_png(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray]]
     img.save(path)
 
 
-def flag_eval(present: list[dict], absent: list[dict]) -> dict:
+def flag_eval(present: list[dict], absent: list[dict], names: list[str] = FLAG) -> dict:
     recs = [(r["flag"], 0, r["gold"]["doc"]) for r in present] + [(r["flag"], 1, r["gold"]["doc"]) for r in absent]
-    X = np.array([[f[n] for n in FLAG] for f, _, _ in recs])
+    X = np.array([[f[n] for n in names] for f, _, _ in recs])
     y = np.array([t for _, t, _ in recs])
     g = [d for _, _, d in recs]
-    single = {n: auc(-X[y == 1, j], -X[y == 0, j]) for j, n in enumerate(FLAG)}  # low value = absent
-    single["rare_absent"] = auc(X[y == 1, FLAG.index("rare_absent")], X[y == 0, FLAG.index("rare_absent")])
+    single = {n: auc(-X[y == 1, j], -X[y == 0, j]) for j, n in enumerate(names)}  # low value = absent
+    single["rare_absent"] = auc(X[y == 1, names.index("rare_absent")], X[y == 0, names.index("rare_absent")])
     aucs, rates = [], []
     oof = np.zeros(len(y))
     for r in range(REPEATS):
         for test in grouped_folds(g, FOLDS, r):
             train = np.setdiff1d(np.arange(len(y)), test)
-            m = fit_logistic(X[train], y[train])
+            m = fit_logistic(X[train], y[train], names)
             oof[test] = predict_logistic(m, X[test])
             # fires when absent is the likelier (balanced training classes: p > 0.5)
             rates.append(((oof[test][y[test] == 0] > THRESHOLD).mean(), (oof[test][y[test] == 1] > THRESHOLD).mean(),
                           len(test)))
         aucs.append(auc(oof[y == 1], oof[y == 0]))
     w = np.array([x[2] for x in rates], dtype=float)
-    final = fit_logistic(X, y)
+    final = fit_logistic(X, y, names)
     final["threshold"] = THRESHOLD
     return {"auc": float(np.mean(aucs)), "single": single, "final": final, "n_present": int((y == 0).sum()),
             "n_absent": int((y == 1).sum()),
@@ -209,7 +210,7 @@ def flag_eval(present: list[dict], absent: list[dict]) -> dict:
             "rate_absent": float(np.average([x[1] for x in rates], weights=w))}
 
 
-def fit_logistic(X, y, l2=1.0, iters=50) -> dict:
+def fit_logistic(X, y, names: list[str] = FLAG, l2=1.0, iters=50) -> dict:
     m, s = X.mean(axis=0), X.std(axis=0) + 1e-9
     Z = np.hstack([(X - m) / s, np.ones((len(X), 1))])
     w = np.zeros(Z.shape[1])
@@ -222,7 +223,7 @@ def fit_logistic(X, y, l2=1.0, iters=50) -> dict:
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    return {"features": FLAG, "mean": m.tolist(), "scale": s.tolist(), "weights": w[:-1].tolist(), "bias": float(w[-1])}
+    return {"features": names, "mean": m.tolist(), "scale": s.tolist(), "weights": w[:-1].tolist(), "bias": float(w[-1])}
 
 
 def predict_logistic(m, X) -> np.ndarray:

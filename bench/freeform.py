@@ -33,11 +33,13 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from pipeline.backends.registry import Models
 from pipeline.evaluation.free import free_metrics, read_free_questions
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
-from pipeline.freeform import Reading, answer_free, free_reader
+from pipeline.freeform import ANSWERABLE_TAIL, FORCED_TAIL, GEN_TAIL, Reading, answer_free, free_reader, verify_tail
 from pipeline.index import Library
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
@@ -46,6 +48,9 @@ from pipeline.types import LETTERS, Question
 HALVES = ("half-a", "half-b")
 VARIANTS = [
     ("full system (generative)", {}),
+    ("not-in-documents flag off (model judgements decide)", {"free_flag": False}),
+    ("model judgements off (flag decides)", {"free_verify": False, "free_min_answerable": 0.0}),
+    ("forced answer only after the retry", {"free_forced_after_retry": True}),
     ("hybrid retrieval off (dense only)", {"retrieval": "dense"}),
     ("preceding passage off", {"free_preceding": False}),
     ("retry with k=10 off", {"free_retry_top_k": 0}),
@@ -105,9 +110,13 @@ def build(a) -> None:
 
 
 # ---- run ---------------------------------------------------------------------
+# a reading depends on the prompts: changing one makes new readings (old lines of the file are ignored)
+PROMPTS = hashlib.sha1("\x00".join([GEN_TAIL, FORCED_TAIL, ANSWERABLE_TAIL, verify_tail("")]).encode()).hexdigest()[:8]
+
+
 class ReadingCache:
-    def __init__(self, path: Path, reader):
-        self.path, self.reader, self.fresh = path, reader, 0
+    def __init__(self, path: Path, reader, extract: bool = True):
+        self.path, self.reader, self.fresh, self.extract = path, reader, 0, extract
         self.items: dict[str, dict] = {}
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
@@ -116,9 +125,9 @@ class ReadingCache:
                     self.items[d.pop("key")] = d
 
     def __call__(self, q: Question, passages: list[str]) -> Reading:
-        key = hashlib.sha1("\x00".join([q.text, *passages]).encode()).hexdigest()
+        key = hashlib.sha1("\x00".join([PROMPTS, str(self.extract), q.text, *passages]).encode()).hexdigest()
         if key not in self.items:
-            r = self.reader.read(q, passages, extract=True)  # both modes from one reading
+            r = self.reader.read(q, passages, extract=self.extract)  # both modes from one reading
             self.items[key] = r.to_dict()
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"key": key, **r.to_dict()}, ensure_ascii=False) + "\n")
@@ -126,16 +135,40 @@ class ReadingCache:
         return Reading(**self.items[key])
 
 
-def load_set(work: Path, every: int) -> list[tuple[Question, str]]:
-    """(question, library) pairs: every ``every``-th answerable question and its unanswerable copy."""
+def load_set(work: Path, every: int) -> list[tuple[Question, str, str]]:
+    """(question, library, gold document) triples: every ``every``-th answerable question and its unanswerable
+    copy (asked of the library without that document)."""
     ans, _ = read_free_questions((work / "answerable.csv").read_bytes())
     un, _ = read_free_questions((work / "unanswerable.csv").read_bytes())
     with open(work / "unanswerable.csv", encoding="utf-8") as f:
         lib_of = {r["Question_ID"]: r["Library"] for r in csv.DictReader(f)}
     out = []
     for qa_, qu in list(zip(ans, un))[::every]:
-        out += [(qa_, "full"), (qu, lib_of[qu.qid])]
+        out += [(qa_, "full", qa_.gold_doc), (qu, lib_of[qu.qid], qa_.gold_doc)]
     return out
+
+
+class HeldOutFlag:
+    """The not-in-documents flag for free-form questions, fitted without the question's document.
+
+    The shipped ``flag_free`` weights were fitted on the same 170 + 170 questions
+    (``python -m bench.answer_quality absent --free`` and ``flag --free``); measuring with them would test on the
+    training set. Here each question gets weights refitted on the records of every other document."""
+
+    def __init__(self, path: Path):
+        from bench import answer_quality_fit as F
+
+        self.F, self.models = F, {}
+        self.recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+    def __call__(self, doc: str) -> dict:
+        if doc not in self.models:
+            F = self.F
+            keep = [r for r in self.recs if r["gold"]["doc"] != doc]
+            X = np.array([[r["flag"][n] for n in F.FLAG_FREE] for r in keep])
+            y = np.array([int(r["library"] != "full") for r in keep])
+            self.models[doc] = {"flag_free": {**F.fit_logistic(X, y, F.FLAG_FREE), "threshold": F.THRESHOLD}}
+        return self.models[doc]
 
 
 def table(results: dict[str, list[dict]], secs: dict[str, list[float]], head: str) -> str:
@@ -154,6 +187,12 @@ def table(results: dict[str, list[dict]], secs: dict[str, list[float]], head: st
 def run(a) -> str:
     """Question by question, every variant: a run stopped at any point leaves a table over the same questions."""
     items = load_set(a.work, a.every)
+    flag_models = None
+    if a.flag_records.exists():
+        flag_models = HeldOutFlag(a.flag_records)
+    else:
+        print(f"warning: {a.flag_records} not found: the shipped flag weights are used (fitted on these questions)",
+              file=sys.stderr)
     base = load_settings(a.profile)
     models = Models(base)
     variants = [(n, o) for n, o in VARIANTS if not a.only or n in a.only]
@@ -165,7 +204,7 @@ def run(a) -> str:
     (a.work / "results").mkdir(exist_ok=True)
     log = open(a.work / "results" / f"rows-{a.tag}.jsonl", "w", encoding="utf-8")
     out = ""
-    for i, (q, lib) in enumerate(items, 1):
+    for i, (q, lib, doc) in enumerate(items, 1):
         for name, _ in variants:
             s = settings[name]
             key = (lib, name)
@@ -173,14 +212,16 @@ def run(a) -> str:
                 pipes[key] = Pipeline(s, root=a.work / f"lib-{lib}", models=models)
             pipe = pipes[key]
             if cache is None:
-                cache = ReadingCache(a.work / "readings.jsonl", free_reader(pipe))
-            ans = answer_free(pipe, q, read=cache)
+                cache = ReadingCache(a.work / "readings.jsonl", free_reader(pipe),
+                                     extract=any(settings[n].free_mode == "extract" for n, _ in variants))
+            ans = answer_free(pipe, q, read=cache, flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings
             secs[name].append(sum(t.values()))  # model seconds as measured when each reading was made
             row = {"variant": name, "qid": q.qid, "pred": ans.text, "gold": q.gold_answer,
                    "pred_doc": ans.doc_name if ans.text else None, "gold_doc": q.gold_doc,
                    "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page, "reasons": ans.reasons,
-                   "seconds": secs[name][-1]}
+                   "seconds": secs[name][-1], "flag_score": ans.details.get("not_in_documents_score"),
+                   "forced": any(t.get("forced") for t in ans.details.get("tries", []))}
             results[name].append(row)
             log.write(json.dumps(row, ensure_ascii=False) + "\n")
             log.flush()
@@ -225,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="measure the full system and each idea switched off")
     r.add_argument("--every", type=int, default=1, help="every k-th question (1 = all)")
     r.add_argument("--only", action="append", default=[], help="only this variant (repeatable)")
+    r.add_argument("--flag-records", type=Path, default=Path("data/unlp/absent-free.jsonl"),
+                   help="the flag's training records (python -m bench.answer_quality absent --free): each question's "
+                        "flag is refitted without its document")
     r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
     t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
     for p in (b, r, t):

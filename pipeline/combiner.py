@@ -81,6 +81,7 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else 0.0,
         "dense_ev": float(reranked[0].scores.get("dense", 0.0)) if reranked else 0.0,
+        "absent_words": sorted(t for t in rare if df.get(t, 0) == 0),  # for the reader, not a feature
     }
 
 
@@ -191,9 +192,14 @@ def combine(rec: dict, options: list[str], model: dict) -> np.ndarray:
     return softmax_masked(z / model["temperature"], option_mask(options))
 
 
-def flag_score(feats: dict, model: dict) -> float:
+def flag_key(q: Question) -> str:
+    """The flag model for a question: ``flag`` (six options, retrieved with them) or ``flag_free`` (no options)."""
+    return "flag" if q.options else "flag_free"
+
+
+def flag_score(feats: dict, model: dict, key: str = "flag") -> float:
     """Probability-like score that the question's document is NOT in the library (logistic model)."""
-    fm = model["flag"]
+    fm = model[key]
     x = (np.array([feats[n] for n in fm["features"]]) - np.asarray(fm["mean"])) / np.asarray(fm["scale"])
     return float(1 / (1 + np.exp(-(x @ np.asarray(fm["weights"]) + fm["bias"]))))
 
@@ -238,15 +244,17 @@ def not_in_documents(library, q: Question, reranked: list[Candidate], evidence: 
                      model: dict | None = None) -> dict:
     """``not_in_documents`` (bool: the answer may not be in the library), its score and the signals behind it.
 
-    Empty when no flag model has been fitted. Fitted on the e5 retrieval scores of the CPU profile.
+    Empty when no flag model has been fitted. Fitted on the e5 retrieval scores of the CPU profile, one model for
+    six-option questions and one for questions without options (:func:`flag_key`).
     """
     try:
         model = model or load_weights()
     except FileNotFoundError:
         return {}
-    if not model.get("flag") or not reranked:
+    key = flag_key(q)
+    if not model.get(key) or not reranked:
         return {}
     feats = flag_features(library, q, reranked, evidence)
-    score = flag_score(feats, model)
-    return {"not_in_documents": bool(score > model["flag"]["threshold"]), "not_in_documents_score": score,
+    score = flag_score(feats, model, key)
+    return {"not_in_documents": bool(score > model[key]["threshold"]), "not_in_documents_score": score,
             "flag_features": feats}

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .answer import page_with_words
+from .combiner import not_in_documents
 from .prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
 from .text import fold_homoglyphs, normalize, words
 from .types import Candidate, Question
@@ -46,6 +47,9 @@ _ASSISTANT = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
 GEN_TAIL = ("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою фрагментів, "
             "лише за тим, що в них сказано. Якщо у фрагментах відповіді немає, напиши: Немає відповіді."
             + _ASSISTANT)
+# asked on the same cached prefix only when the first answer was a refusal and the library may hold the answer
+FORCED_TAIL = ("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою фрагментів, "
+               "лише за тим, що в них сказано." + _ASSISTANT)
 ANSWERABLE_TAIL = ("\n\nЧи є у наведених фрагментах відповідь на це запитання? Відповідай лише «так» або «ні»."
                    + _ASSISTANT)
 
@@ -110,11 +114,12 @@ def candidate_spans(q: Question, passages: list[str], n_sentences: int = 3, max_
 @dataclass
 class Reading:
     """What the answer model said about one question over one set of passages."""
-    generated: str  # greedy short answer
+    generated: str  # greedy short answer (or a refusal: "Немає відповіді")
     extracted: str  # best-scoring candidate span ("" if none)
     p_answerable: float  # p("так") to "do the passages answer the question?"
     p_supported: dict[str, float]  # answer text -> p("так") to "do the passages support this answer?"
     spans: dict[str, float] = field(default_factory=dict)  # candidate span -> mean log-probability
+    forced: str = ""  # after a refusal: the short answer asked for without the way out (FORCED_TAIL)
     prompt_tokens: int = 0
     seconds: float = 0.0
 
@@ -161,13 +166,16 @@ class FreeReader:
                 lps = a.continuation_logprobs(gen, [" " + s for s in cands], max_tokens=48)
                 spans = {s: float(np.mean(x)) for s, x in zip(cands, lps)}
             generated = clean_answer(a.generate(gen, self.max_tokens, stop=["\n"]))
+            forced = ""
+            if is_refusal(generated):
+                forced = clean_answer(a.generate([prefix, self._turn(FORCED_TAIL)], self.max_tokens, stop=["\n"]))
             p_ans = a.yes_probability([prefix, self._turn(ANSWERABLE_TAIL)])
             extracted = max(spans, key=spans.get) if spans else ""
             supported = {}
-            for ans in dict.fromkeys(x for x in (generated, extracted) if x and not is_refusal(x)):
+            for ans in dict.fromkeys(x for x in (generated, forced, extracted) if x and not is_refusal(x)):
                 supported[ans] = a.yes_probability([prefix, self._turn(verify_tail(ans))])
-        return Reading(generated, extracted, p_ans, supported, spans, a.count_tokens(prefix),
-                       time.perf_counter() - t0)
+        return Reading(generated, extracted, p_ans, supported, spans, forced=forced,
+                       prompt_tokens=a.count_tokens(prefix), seconds=time.perf_counter() - t0)
 
 
 # ---- from readings to an answer ------------------------------------------------
@@ -180,17 +188,24 @@ class Switches:
     min_answerable: float = 0.5
     min_supported: float = 0.5
     min_grounding: float = 0.5
+    flag: bool = True  # the not-in-documents flag decides whether the library holds the answer
 
     @classmethod
     def from_settings(cls, s) -> "Switches":
         return cls(s.free_mode, s.free_verify, s.free_retry_top_k, s.free_min_answerable, s.free_min_supported,
-                   s.free_min_grounding)
+                   s.free_min_grounding, s.free_flag)
 
 
-def decide(r: Reading, passages: list[str], sw: Switches) -> tuple[str, list[str], float]:
-    """The answer text ("" = abstain), the reasons for abstaining, and its grounding."""
+def decide(r: Reading, passages: list[str], sw: Switches, present: bool = False) -> tuple[str, list[str], float]:
+    """The answer text ("" = abstain), the reasons for abstaining, and its grounding.
+
+    ``present``: the not-in-documents flag judged that the library holds the question's document; a refusal is
+    then replaced by the answer asked for without the way out (``Reading.forced``), which must pass the same checks.
+    """
     text = r.generated if sw.mode == "generate" else r.extracted
     reasons = []
+    if is_refusal(text) and sw.mode == "generate" and sw.flag and present and not is_refusal(r.forced):
+        text = r.forced
     if is_refusal(text):
         reasons.append("the model found no answer")
         return "", reasons, 0.0
@@ -282,10 +297,14 @@ def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> 
     return top, answer_page(top, q, "")
 
 
-def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None) -> FreeAnswer:
+def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, flag_model: dict | None = None
+                ) -> FreeAnswer:
     """The free-form answer to ``q`` (its options are ignored) from ``pipe``'s library.
 
-    ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark)."""
+    The not-in-documents flag (``combiner.not_in_documents``, retrieval only) is asked first: when it fires the
+    answer is "not found" without reading; when it holds, a refusal of the model is replaced by its forced answer
+    (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark);
+    ``flag_model`` the fitted flag weights (the benchmark's are fitted without the question's document)."""
     s = pipe.settings
     if pipe.library.n_chunks() == 0:
         raise ValueError("the library is empty: add PDFs first")
@@ -300,14 +319,30 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None) 
     if sw.retry_top_k and sw.retry_top_k > s.top_k_answer:
         tries.append((sw.retry_top_k, s.free_retry_passage_tokens))
     details: dict = {"tries": [], "retrieved": retrieved}
+    flag = {}
+    if sw.flag and s.embedder == "e5":  # fitted on e5's scores
+        flag = not_in_documents(pipe.library, q, reranked, pipe.evidence(reranked, s.top_k_answer), flag_model)
+    details.update(flag)
+    if flag.get("not_in_documents"):
+        shown = reranked[:s.top_k_answer]
+        missing = flag["flag_features"].get("absent_words") or []
+        why = (f"its words {', '.join(f'«{w}»' for w in missing)} occur in no document here" if missing else
+               "the closest passages match it weakly")
+        reasons = [f"the library seems not to hold it: {why} (not-in-documents score "
+                   f"{flag['not_in_documents_score']:.2f}; the model was not asked)"]
+        return FreeAnswer("", True, reasons, shown[0].chunk.doc_name, shown[0].chunk.doc_hash,
+                          answer_page(shown[0], q, ""), None, shown, shown, reranked, 0.0, timings, details)
+    present = bool(flag)
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
         texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,
                                     s.free_preceding_tokens)
         r = read(q, texts)
         timings["answer" if n == 0 else "answer_retry"] = r.seconds
-        text, reasons, g = decide(r, texts, sw)
+        last = n == len(tries) - 1
+        text, reasons, g = decide(r, texts, sw, present and (last or not s.free_forced_after_retry))
         details["tries"].append({"k": k, "reading": r.to_dict(), "reasons": reasons, "grounding": g,
+                                 "forced": bool(text) and text == r.forced,
                                  "shown": [c.chunk.chunk_id for c in shown]})
         if text:
             break

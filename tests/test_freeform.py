@@ -118,6 +118,21 @@ def test_decide_abstains_for_each_signal():
     assert decide(ok, ps, Switches(mode="extract"))[0] == "строком 36 місяців"
 
 
+def test_a_refusal_is_overruled_only_when_the_flag_says_the_library_holds_the_document():
+    ps = ["Гарантія строком 36 місяців."]
+    refused = Reading("Немає відповіді", "", 0.9, {"36 місяців": 0.9}, forced="36 місяців")
+    assert decide(refused, ps, Switches())[0] == ""  # no verdict of the flag: the refusal stands
+    assert decide(refused, ps, Switches(), present=True)[0] == "36 місяців"
+    assert decide(refused, ps, Switches(flag=False), present=True)[0] == ""
+    assert decide(refused, ps, Switches(mode="extract"), present=True)[0] == ""  # extractive: no forced answer
+    # the forced answer passes the same checks as any other: grounding, the model's judgements
+    ungrounded = Reading("Немає відповіді", "", 0.9, {"12 місяців": 0.9}, forced="12 місяців")
+    assert decide(ungrounded, ps, Switches(), present=True)[0] == ""
+    doubted = Reading("Немає відповіді", "", 0.9, {"36 місяців": 0.2}, forced="36 місяців")
+    assert decide(doubted, ps, Switches(), present=True)[0] == ""
+    assert decide(doubted, ps, Switches(verify=False), present=True)[0] == "36 місяців"
+
+
 # ---- with the real CPU models ----------------------------------------------------------------
 def page_of(pdf: bytes, phrase: str) -> int:
     doc = pymupdf.open(stream=pdf, filetype="pdf")
@@ -144,6 +159,27 @@ def test_answer_in_the_text_is_found(pipe, manual_pdf):
 
 
 def test_absent_answer_is_not_found(pipe):
+    """The document is there but not the fact (its words "ціна", "гривня" are in no document)."""
     a = pipe.ask_free("Яка ціна зволожувача «Росинка-7» у гривнях?")
     assert a.abstained and a.text == "", a.details["tries"]
     assert a.reasons and a.closest and a.evidence_chunk is None
+    # the flag fires (its rarer words are nowhere) and its reason names them
+    assert a.details["not_in_documents"] and "«ціна»" in a.reasons[0] and "«гривня»" in a.reasons[0], a.reasons
+
+
+def test_a_question_about_a_document_that_is_not_there_is_not_found_without_reading(pipe):
+    a = pipe.ask_free("Скільки коштує вхідний квиток до художнього музею для студентів?")
+    assert a.abstained and a.text == "" and a.details["not_in_documents"] is True, a.details
+    assert a.details["tries"] == [] and "answer" not in a.timings  # the model was not asked
+    assert "the library seems not to hold it" in a.reasons[0] and "«музей»" in a.reasons[0] and a.closest
+
+
+def test_a_forced_answer_says_so_in_the_app():
+    from pipeline.freeform import FreeAnswer
+    from webapp.views import free_answer_markdown
+
+    def shown(tries):
+        return free_answer_markdown(FreeAnswer("36 місяців", False, [], "a.pdf", "h", 4, None, [], [], [], 1.0, {},
+                                               {"tries": tries}))
+    assert "first said the passages hold no answer" in shown([{"forced": True}])
+    assert "first said" not in shown([{"forced": False}]) and "**36 місяців**" in shown([])

@@ -203,13 +203,18 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
             log.info("evaluation run: empty library")
             raise user_error("The library is empty: add the PDFs on the Library tab first.")
 
+    def no_trace():
+        """The question trace emptied: it belonged to the run shown before."""
+        return ("", "", gr.update(value=None, label="Predicted page"), gr.update(value=None, label="Gold page"),
+                df([], ["Stage", "Gold rank"]), None)
+
     def on_start(sid, csv_file):
-        """The progress bar at 0, a busy Run button, Stop enabled."""
+        """The progress bar at 0, a busy Run button, Stop enabled, the last run's question trace cleared."""
         questions, _, _ = read_csv(csv_file)
         stops[sid] = threading.Event()
         return (V.progress_html(0, len(questions), 0.0, "waiting for the model…"),
                 gr.update(interactive=False, value="Running…"), gr.update(interactive=True),
-                f"Starting a run of {V.plural(len(questions), 'question')}…")
+                f"Starting a run of {V.plural(len(questions), 'question')}…", *no_trace())
 
     def on_stop(sid):
         if sid in stops:
@@ -309,15 +314,17 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
                    "of answer, document or page listed below")
         return summary, delta_rows, df(rows, FLIP_COLUMNS)
 
+    trace_parts = [q_head, trace_code, pred_img, gold_img, ranks, q_probs]
     run_btn.click(on_validate, [sid, csv_in], None, show_progress="hidden") \
-        .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn, eval_msg], queue=False,
+        .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn, eval_msg, *trace_parts], queue=False,
                  show_progress="hidden") \
         .success(on_run, [sid, csv_in, run_name, check_order],
                  [progress_html, eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl, run_a,
                   run_b], show_progress="hidden", **ctx.model_work) \
         .then(on_finish, None, [run_btn, stop_btn], queue=False, show_progress="hidden")
     stop_btn.click(on_stop, [sid], [stop_btn], queue=False, show_progress="hidden")
-    open_btn.click(on_open_run, [sid, run_b], [eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl])
+    open_btn.click(on_open_run, [sid, run_b], [eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl]) \
+        .success(no_trace, None, trace_parts, queue=False, show_progress="hidden")
     kind.change(on_filter, [sid, run_state, kind], [qtable])
     qtable.select(on_question, [sid, run_state], [q_head, trace_code, pred_img, gold_img, ranks, q_probs])
     compare_btn.click(on_compare, [sid, run_a, run_b], [compare_md, deltas, flips])

@@ -146,7 +146,8 @@ def doc_choices(docs) -> list[tuple[str, str]]:
 # ---- ask ---------------------------------------------------------------------------
 CANDIDATE_COLUMNS = ["Rank", "Document", "Pages", "Shown page", "To model", "rerank", "fused", "dense",
                      "lexical", "option_dense", "option_lexical", "Text"]
-CANDIDATE_WIDTHS = ["50px", "130px", "60px", "70px", "70px", "75px", "75px", "75px", "75px", "80px", "80px", "400px"]
+# shares of the table's width (fixed pixels left the text column narrow with white space beside it at 1920 px)
+CANDIDATE_WIDTHS = ["4%", "10.5%", "5%", "5.5%", "5.5%", "6%", "6%", "6%", "6%", "6.5%", "6.5%", "32.5%"]
 SCORE_KEYS = ["rerank", "fused", "dense", "lexical", "option_dense", "option_lexical"]
 
 
@@ -255,11 +256,16 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
     label = doc_label((titles or {}).get(fa.doc_name or "", ""), fa.doc_name) if fa.doc_name else ""
     if fa.abstained:
         why = "; ".join(fa.reasons) or "the passages do not hold an answer"
+        read = "found" if fa.details.get("not_in_documents") else "it read"  # the flag abstains before reading
         return (f"## Not found in your documents\nNo answer was given: {md_escape(why, 400)}.  \n"
-                f"The closest passages it read are shown (they are **not** an answer).")
+                f"The closest passages {read} are shown (they are **not** an answer).")
     lines = ["## Answer", f"**{md_escape(fa.text, 600)}**  ",
              f"a short answer written by the model from the passages; {fa.grounding:.0%} of its words are in them"
              + (" (the rest are the model's own wording)" if fa.grounding < 0.999 else ""), ""]
+    if any(t.get("forced") for t in fa.details.get("tries", [])):
+        lines[-1:-1] = ["*The model first said the passages hold no answer. The library does seem to hold this "
+                        "question's document, so it was asked for its best answer from them: check it on the "
+                        "highlighted page.*"]
     if label:
         lines.append(f"**Document:** {md_escape(label)} — **page {fa.page}**")
     return "\n".join(lines)
@@ -362,11 +368,17 @@ def metrics_markdown(m: dict, name: str, missing_note: str = "") -> str:
     return "\n".join(lines)
 
 
+# the score chart's bars with labels short enough not to overlap at 1280 px (recall and precision: of the
+# "not found" answers, as the text beside the chart says)
+FREE_PARTS = {"f1": "F1", "exact_match": "exact", "abstention_recall": "recall",
+              "abstention_precision": "precision", "doc_accuracy": "document", "page_accuracy": "page"}
+SIX_PARTS = {"score": "score", "answer_accuracy": "answer", "doc_accuracy": "document", "page_proximity": "page"}
+
+
 def metrics_frame(m: dict) -> pd.DataFrame:
-    free = ("f1", "exact_match", "abstention_recall", "abstention_precision", "doc_accuracy", "page_accuracy")
-    keys = [k for k in (free if "n_answerable" in m else ("score", "answer_accuracy", "doc_accuracy",
-                                                           "page_proximity")) if k in m]
-    return pd.DataFrame({"part": keys, "value": [float(m[k]) for k in keys]})
+    parts = FREE_PARTS if "n_answerable" in m else SIX_PARTS
+    keys = [k for k in parts if k in m]
+    return pd.DataFrame({"part": [parts[k] for k in keys], "value": [float(m[k]) for k in keys]})
 
 
 TRACE_FIRST = ["Question_ID", "answer", "gold", "doc", "page", "gold_rank", "error", "probabilities", "timings",

@@ -126,7 +126,8 @@ def trace_of(q: Question, a: FreeAnswer) -> dict:
             "candidates": [{"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc": c.chunk.doc_name,
                             "pages": c.chunk.pages, "scores": {k: round(v, 5) for k, v in c.scores.items()}}
                            for c in a.candidates[:10]],
-            "tries": a.details.get("tries", [])}
+            "tries": a.details.get("tries", []),
+            **{k: a.details[k] for k in ("not_in_documents", "not_in_documents_score") if k in a.details}}
 
 
 def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = None,

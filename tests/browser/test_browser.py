@@ -159,6 +159,23 @@ def shot(page, out_dir: Path, name: str) -> Path:
     return p
 
 
+DEFAULT_VIEW = {"width": 1400, "height": 1000}  # the tests' window (the browser fixture's)
+
+
+def shot_at(page, out_dir: Path, anchor: str, name: str, size: tuple[int, int] = (1280, 720), wait: int = 500) -> Path:
+    """A screenshot of the window at ``size`` scrolled to ``#anchor`` (what a person sees on that screen), named
+    ``name-WxH.png``; the window returns to the tests' size."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    try:
+        page.locator(f"#{anchor}").scroll_into_view_if_needed()
+        page.wait_for_timeout(wait)
+        p = out_dir / "screenshots" / f"{name}-{size[0]}x{size[1]}.png"
+        page.screenshot(path=str(p))
+        return p
+    finally:
+        page.set_viewport_size(DEFAULT_VIEW)
+
+
 # ---- fixtures ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
@@ -275,12 +292,8 @@ def test_ask_feedback_within_a_second_then_evidence_in_view(alice, app, out_dir,
     shown = alice.locator("#evidence-crop img").first.bounding_box()
     assert shown["width"] >= 500, shown  # enlarged, not a whole page fitted into the pane
     assert crop.width >= 600, crop.size
-    for w, h in ((1280, 720), (1920, 1080)):
-        alice.set_viewport_size({"width": w, "height": h})
-        alice.locator("#answer").scroll_into_view_if_needed()
-        alice.wait_for_timeout(500)
-        alice.screenshot(path=str(out_dir / "screenshots" / f"ask-{w}x{h}.png"))
-    alice.set_viewport_size({"width": 1400, "height": 1000})
+    for size in ((1280, 720), (1920, 1080)):
+        shot_at(alice, out_dir, "answer", "ask", size)
 
 
 @pytest.mark.timeout(120)
@@ -422,14 +435,10 @@ def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path, t
     alice.wait_for_timeout(800)
     width = alice.evaluate("() => { const t = document.querySelector('#question-table'); "
                            "return [t.scrollWidth, t.clientWidth]; }")
-    assert width[0] <= width[1] + 2, width
-    alice.locator("#question-head").scroll_into_view_if_needed()
-    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-trace-1280x720.png"))
-    alice.set_viewport_size({"width": 1920, "height": 1080})
-    alice.locator("#question-table").scroll_into_view_if_needed()
-    alice.wait_for_timeout(500)
-    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-table-1920x1080.png"))
-    alice.set_viewport_size({"width": 1400, "height": 1000})
+    alice.set_viewport_size(DEFAULT_VIEW)
+    assert width[0] <= width[1] + 2, width  # no sideways scrolling at 1280×720
+    shot_at(alice, out_dir, "question-head", "evaluate-trace")
+    shot_at(alice, out_dir, "question-table", "evaluate-table", (1920, 1080))
     expect(alice.locator("#trace")).to_contain_text("gold_rank")
     # the error filter and comparing a run with itself
     alice.locator("#error-kind label").filter(has_text="wrong document").click()
@@ -466,11 +475,7 @@ def test_compare_runs_in_the_ui(alice, out_dir):
     expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = first")
     expect(alice.locator("#deltas")).to_contain_text("score")
     assert not re.search(r"\d\.\d{4,}", text_of(alice, "deltas")), text_of(alice, "deltas")
-    alice.set_viewport_size({"width": 1280, "height": 720})
-    alice.locator("#compare-summary").scroll_into_view_if_needed()
-    alice.wait_for_timeout(500)
-    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-1280x720.png"))
-    alice.set_viewport_size({"width": 1400, "height": 1000})
+    shot_at(alice, out_dir, "compare-summary", "evaluate-compare")
 
 
 @pytest.mark.timeout(900)
@@ -485,6 +490,10 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     alice.locator("#run-name textarea").fill("stopped")
     alice.wait_for_timeout(500)
     alice.locator("#run").click()
+    # the question trace shown before belonged to the other run: it goes as this one starts
+    expect(alice.locator("#trace")).not_to_contain_text("gold_rank", timeout=10_000)
+    expect(alice.locator("#question-head")).not_to_contain_text("Gold:")
+    expect(alice.locator("#trace-predicted")).to_contain_text("Predicted page")  # not the old page's label
     expect(alice.locator("#eval-progress")).to_contain_text("1 / 3", timeout=ANSWER_TIMEOUT)
     alice.locator("#stop").click()
     expect(alice.locator("#eval-message")).to_contain_text("stopped after", timeout=ANSWER_TIMEOUT)
@@ -504,11 +513,7 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     if "stopped after 1 of 3" in msg:  # q1 was not asked: its answer, document and page all went wrong
         expect(alice.locator("#flips")).to_contain_text("answer broken")
         expect(alice.locator("#flips")).to_contain_text("document broken")
-    alice.set_viewport_size({"width": 1280, "height": 720})
-    alice.locator("#compare-summary").scroll_into_view_if_needed()
-    alice.wait_for_timeout(500)
-    alice.screenshot(path=str(out_dir / "screenshots" / "evaluate-compare-stopped-1280x720.png"))
-    alice.set_viewport_size({"width": 1400, "height": 1000})
+    shot_at(alice, out_dir, "compare-summary", "evaluate-compare-stopped")
 
 
 @pytest.mark.timeout(900)
