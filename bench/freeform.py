@@ -49,8 +49,8 @@ HALVES = ("half-a", "half-b")
 VARIANTS = [
     ("full system (generative)", {}),
     ("not-in-documents flag off (model judgements decide)", {"free_flag": False}),
-    ("model judgements off (flag decides)", {"free_verify": False, "free_min_answerable": 0.0}),
-    ("forced answer only after the retry", {"free_forced_after_retry": True}),
+    ("model judgements abstain too (flag on)", {"free_judge_with_flag": True}),
+    ("forced answer at once (no retry first)", {"free_forced_after_retry": False}),
     ("hybrid retrieval off (dense only)", {"retrieval": "dense"}),
     ("preceding passage off", {"free_preceding": False}),
     ("retry with k=10 off", {"free_retry_top_k": 0}),
@@ -241,8 +241,9 @@ def run(a) -> str:
 
 def table_from_rows(a) -> str:
     """The table again from ``results/rows-*.jsonl`` (stopped or parallel runs), over the questions every variant did."""
-    rows = [json.loads(x) for f in sorted((a.work / "results").glob("rows*.jsonl"))
-            for x in f.read_text(encoding="utf-8").splitlines() if x]
+    files = [a.work / "results" / f"rows-{t}.jsonl" for t in a.tags] if a.tags else \
+        sorted((a.work / "results").glob("rows*.jsonl"))
+    rows = [json.loads(x) for f in files for x in f.read_text(encoding="utf-8").splitlines() if x]
     by: dict[str, dict[str, dict]] = {}
     for r in rows:
         by.setdefault(r["variant"], {})[r["qid"]] = r
@@ -271,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                         "flag is refitted without its document")
     r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
     t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
+    t.add_argument("--tags", nargs="*", default=[], help="only these runs' rows (a later tag's row of the same "
+                   "variant and question wins)")
     for p in (b, r, t):
         p.add_argument("--work", type=Path, default=Path("data/freeform"), help="where the CSVs and libraries live")
         p.add_argument("--profile", default=None)

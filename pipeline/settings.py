@@ -118,7 +118,8 @@ class Settings(BaseSettings):
     free_retry_passage_tokens: int = 200  # each of those cut to this many tokens
     free_verify: bool = True  # abstain when the model judges the answer unsupported by the passages
     free_flag: bool = True  # the not-in-documents flag (e5 profiles) decides: "not found" when it fires, else an answer
-    free_forced_after_retry: bool = False  # a refusal the flag overrules: forced at once, or after the k=10 retry
+    free_forced_after_retry: bool = True  # a refusal the flag overrules: forced after the k=10 retry (or at once)
+    free_judge_with_flag: bool = False  # the model's yes/no judgements abstain even where the flag says "present"
     free_min_answerable: float = 0.5  # p("yes") to "do the passages answer the question?"
     free_min_supported: float = 0.5  # p("yes") to "do the passages support this answer?"
     free_min_grounding: float = 0.5  # share of the answer's content words found in the passages
