@@ -328,4 +328,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
     kind.change(on_filter, [sid, run_state, kind], [qtable])
     qtable.select(on_question, [sid, run_state], [q_head, trace_code, pred_img, gold_img, ranks, q_probs])
     compare_btn.click(on_compare, [sid, run_a, run_b], [compare_md, deltas, flips])
+    for pick in (run_a, run_b):  # a comparison shown is of the runs it names: picking others clears it
+        pick.change(lambda: ("", df([], DELTA_COLUMNS), df([], FLIP_COLUMNS)), None, [compare_md, deltas, flips],
+                    queue=False, show_progress="hidden")
     return EvaluateTab(run_a, run_b)

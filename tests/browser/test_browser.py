@@ -508,6 +508,8 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     # item 8: the older run is "before" by default; flips of answer, document or page are listed
     expect(alice.locator("#run-a input")).to_have_value("first")
     expect(alice.locator("#run-b input")).to_have_value("stopped")
+    # the comparison shown before (first → first) named other runs than the ones now picked: it is gone
+    expect(alice.locator("#compare-summary")).not_to_contain_text("Before =")
     alice.locator("#compare").click()
     expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = stopped", timeout=30_000)
     if "stopped after 1 of 3" in msg:  # q1 was not asked: its answer, document and page all went wrong
