@@ -66,7 +66,7 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         ev |= _terms(f"{c.chunk.prefix} {c.chunk.heading} {c.chunk.body}")
     idf = {t: np.log((n + 1) / (df.get(t, 0) + 0.5)) for t in qt}
     tot = sum(idf.values()) or 1.0
-    rare = sorted(qt, key=lambda t: df.get(t, 0))[:3]  # the question's rarest words in this library
+    rare = sorted(qt, key=lambda t: (df.get(t, 0), t))[:3]  # the question's rarest words here (ties: by spelling)
     opt_cov = []
     for o in q.options:
         ot = _terms(o)
@@ -81,7 +81,7 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else 0.0,
         "dense_ev": float(reranked[0].scores.get("dense", 0.0)) if reranked else 0.0,
-        "absent_words": sorted(t for t in rare if df.get(t, 0) == 0),  # for the reader, not a feature
+        "absent_words": sorted(t for t in qt if df.get(t, 0) == 0),  # for the reader, not a feature
     }
 
 
