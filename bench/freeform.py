@@ -221,7 +221,7 @@ def run(a) -> str:
                    "pred_doc": ans.doc_name if ans.text else None, "gold_doc": q.gold_doc,
                    "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page, "reasons": ans.reasons,
                    "seconds": secs[name][-1], "flag_score": ans.details.get("not_in_documents_score"),
-                   "forced": any(t.get("forced") for t in ans.details.get("tries", []))}
+                   "forced": ans.forced}
             results[name].append(row)
             log.write(json.dumps(row, ensure_ascii=False) + "\n")
             log.flush()

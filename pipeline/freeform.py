@@ -248,6 +248,11 @@ class FreeAnswer:
     timings: dict[str, float]
     details: dict = field(default_factory=dict)
 
+    @property
+    def forced(self) -> bool:
+        """Whether the answer was asked for after the model had found none (``decide``'s forced answer)."""
+        return any(t.get("forced") for t in self.details.get("tries", []))
+
 
 def answer_page(c: Candidate, q: Question, answer: str) -> int:
     """The page of a chunk where the answer's (else the question's) words are."""

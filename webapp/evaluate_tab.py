@@ -279,7 +279,7 @@ def build(ctx: Context, sid: gr.State) -> EvaluateTab:
         run = R.load_run(store.runs_dir(sid), name)
         rec = next((t for t in run["traces"] if t["Question_ID"] == str(row[0])), None)
         if rec is None:
-            return "", None, None, None, None, None
+            return no_trace()
         pred = gold = None
         pred_label, gold_label = "Predicted page", "Gold page"
         if store.exists(sid):

@@ -262,7 +262,7 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
     lines = ["## Answer", f"**{md_escape(fa.text, 600)}**  ",
              f"a short answer written by the model from the passages; {fa.grounding:.0%} of its words are in them"
              + (" (the rest are the model's own wording)" if fa.grounding < 0.999 else ""), ""]
-    if any(t.get("forced") for t in fa.details.get("tries", [])):
+    if fa.forced:
         lines[-1:-1] = ["*The model first said the passages hold no answer. The library does seem to hold this "
                         "question's document, so it was asked for its best answer from them: check it on the "
                         "highlighted page.*"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 import time
 import unicodedata
@@ -32,6 +31,7 @@ from ..qa import Pipeline
 from ..text import fold_homoglyphs
 from ..types import LETTERS, Question
 from .questions import _columns, _delimiter, _page, decode, question_rows
+from .run import write_outputs
 
 REQUIRED = ["Question_ID", "Question"]
 GOLD = ["Answer", "Doc_ID", "Page_Num"]
@@ -164,14 +164,9 @@ def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = 
 
 
 def write_free_outputs(out: Path, traces: list[dict], result: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "submission.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["Question_ID", "Answer", "Doc_ID", "Page_Num"])
-        for t in traces:
-            w.writerow([t["Question_ID"], t["answer"], t.get("doc") or "" if t["answer"] else "",
-                        t.get("page") or "" if t["answer"] else ""])
-    with open(out / "trace.jsonl", "w", encoding="utf-8") as f:
-        for t in traces:
-            f.write(json.dumps(t, ensure_ascii=False) + "\n")
-    (out / "metrics.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    """The six-option batch's outputs (``run.write_outputs``) with an Answer column (empty, with no document or
+    page, for "not found")."""
+    rows = [{"Question_ID": t["Question_ID"], "Answer": t["answer"],
+             "Doc_ID": (t.get("doc") or "") if t["answer"] else "",
+             "Page_Num": (t.get("page") or "") if t["answer"] else ""} for t in traces]
+    write_outputs(out, rows, traces, result, ["Question_ID", "Answer", "Doc_ID", "Page_Num"])

@@ -171,11 +171,16 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
     return result, traces
 
 
-def write_outputs(out: Path, rows: list[dict], traces: list[dict], result: dict | None) -> None:
-    """``submission.csv``, ``trace.jsonl`` and (given ``result``) ``metrics.json`` under ``out``."""
+SUBMISSION = ["Question_ID", "Correct_Answer", "Doc_ID", "Page_Num"]
+
+
+def write_outputs(out: Path, rows: list[dict], traces: list[dict], result: dict | None,
+                  fields: list[str] = SUBMISSION) -> None:
+    """``submission.csv`` (columns ``fields``), ``trace.jsonl`` and (given ``result``) ``metrics.json``
+    under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "submission.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=["Question_ID", "Correct_Answer", "Doc_ID", "Page_Num"])
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
     with open(out / "trace.jsonl", "w", encoding="utf-8") as f:
