@@ -53,6 +53,17 @@ def test_reads_free_form_csv():
     assert len(qs) == 1 and len(qs[0].text) == MAX_CELL
     assert "Question cut to" in notes[0] and "already used on line 2" in notes[1]
 
+    # and the same end checks (pipeline.evaluation.questions.finish): row notes capped, too many questions refused
+    from pipeline.evaluation.questions import MAX_PROBLEMS
+
+    bad = "".join(f",{i}\n" for i in range(500))  # 500 rows without a Question_ID
+    qs, notes = read_free_questions("Question_ID,Question\n1,Що?\n" + bad)
+    assert len(qs) == 1 and len(notes) == MAX_PROBLEMS + 1 and notes[-1] == f"… and {500 - MAX_PROBLEMS} more"
+    with pytest.raises(QuestionsError, match="has 3 questions, more than the 2 allowed in one run: split it"):
+        read_free_questions("Question_ID,Question\n1,a?\n2,b?\n3,c?\n", max_questions=2)
+    with pytest.raises(QuestionsError, match="has a header but no questions"):
+        read_free_questions("Question_ID,Question\n")
+
 
 def test_a_csv_without_option_columns_is_free_form():
     assert is_free_form("Question_ID;Question;Answer\n1;Скільки?;36\n")

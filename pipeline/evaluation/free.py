@@ -30,8 +30,8 @@ from ..freeform import FreeAnswer, answer_free
 from ..qa import Pipeline
 from ..text import fold_homoglyphs
 from ..types import LETTERS, Question
-from .questions import _columns, _delimiter, _page, decode, question_rows
-from .run import write_outputs
+from .questions import _columns, _delimiter, _page, decode, finish, question_rows
+from .run import seconds_summary, write_outputs
 
 REQUIRED = ["Question_ID", "Question"]
 GOLD = ["Answer", "Doc_ID", "Page_Num"]
@@ -85,13 +85,7 @@ def read_free_questions(data: bytes | str, max_questions: int | None = None) -> 
                      for get in question_rows(reader, used, problems)]
     except csv.Error as e:
         raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
-    if not questions:
-        raise QuestionsError("the questions file has no usable question" + (": " + "; ".join(problems[:3])
-                                                                           if problems else ""))
-    if max_questions is not None and len(questions) > max_questions:
-        raise QuestionsError(f"the questions file has {len(questions):,} questions, more than the "
-                             f"{max_questions:,} allowed in one run (PDFQA_MAX_QUESTIONS)")
-    return questions, problems
+    return finish(questions, problems, max_questions)
 
 
 def free_metrics(rows: list[dict]) -> dict:
@@ -154,9 +148,7 @@ def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = 
         result.update(free_metrics([{"pred": t["answer"], "gold": q.gold_answer, "pred_doc": t.get("doc"),
                                      "gold_doc": q.gold_doc, "pred_page": t.get("page"), "gold_page": q.gold_page}
                                     for q, t in scored]))
-    secs = sorted(t["seconds"] for t in traces)
-    if secs:
-        result["p50_seconds"] = secs[len(secs) // 2]
+    result.update(seconds_summary(traces))
     result.update(extra or {})
     if out:
         write_free_outputs(out, traces, result)

@@ -144,6 +144,12 @@ def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple
                                       get.get("Doc_ID") or None, _page(get.get("Page_Num", ""))))
     except csv.Error as e:
         raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
+    return finish(questions, problems, max_questions)
+
+
+def finish(questions: list[Question], problems: list[str], max_questions: int | None) -> tuple[list[Question], list[str]]:
+    """The end checks every questions reader shares: at least one usable question, at most ``max_questions``
+    (raising :class:`QuestionsError`), and at most ``MAX_PROBLEMS`` row notes (the rest counted)."""
     if not questions:
         raise QuestionsError("the questions file has no usable question: " + "; ".join(problems[:3])
                              if problems else "the questions file has a header but no questions")

@@ -160,10 +160,7 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
             for k in ks:
                 result[f"recall@{k}_{stage}"] = sum(
                     1 for _, t in gold if (t.get("gold_rank") or {}).get(stage) and t["gold_rank"][stage] <= k) / len(gold)
-    secs = sorted(t["seconds"] for t in traces)
-    if secs:
-        result["p50_seconds"] = secs[len(secs) // 2]
-        result["p95_seconds"] = secs[min(len(secs) - 1, int(0.95 * len(secs)))]
+    result.update(seconds_summary(traces))
     result.update(extra or {})
     if live:
         live.close()
@@ -172,6 +169,13 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
 
 
 SUBMISSION = ["Question_ID", "Correct_Answer", "Doc_ID", "Page_Num"]
+
+
+def seconds_summary(traces: list[dict]) -> dict:
+    """p50 and p95 of the traces' seconds per question (nothing when there are none)."""
+    secs = sorted(t["seconds"] for t in traces)
+    return {"p50_seconds": secs[len(secs) // 2], "p95_seconds": secs[min(len(secs) - 1, int(0.95 * len(secs)))]} \
+        if secs else {}
 
 
 def write_outputs(out: Path, rows: list[dict], traces: list[dict], result: dict | None,
