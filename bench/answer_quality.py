@@ -10,6 +10,9 @@
     python -m bench.answer_quality flag --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # the flag for questions WITHOUT options (retrieved by the question alone: ``absent-free.jsonl``, ``flag_free``)
     python -m bench.answer_quality absent --free ...  &&  python -m bench.answer_quality flag --free ...
+    # pipeline runs (``python -m pipeline.evaluate --out DIR``) on the same questions, compared with the first
+    python -m bench.answer_quality runs --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv \
+        --run runs/default --run runs/variant
 
 The library is indexed once into ``--data-dir`` (default ``data/unlp``) and reused.
 Questions are processed in the order of a hash of their ID, so a partial run is
@@ -225,9 +228,15 @@ def cmd_fit(args) -> None:
     answer_quality_fit.run(args)
 
 
+def cmd_runs(args) -> None:
+    from bench import answer_quality_fit
+
+    answer_quality_fit.runs(args)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.answer_quality", description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=["features", "absent", "fit", "flag"])
+    ap.add_argument("command", choices=["features", "absent", "fit", "flag", "runs"])
     ap.add_argument("--pdfs", type=Path, required=True)
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--profile", default=None)
@@ -241,12 +250,14 @@ def main(argv=None) -> None:
                     help="absent/flag: the questions without their options (the free-form flag, flag_free)")
     ap.add_argument("--weights", type=Path, default=WEIGHTS, help="fit: where the fitted weights go")
     ap.add_argument("--out", type=Path, default=Path("bench/answer_quality.md"))
+    ap.add_argument("--run", action="append", default=[],
+                    help="runs: a pipeline.evaluate --out folder (repeat; the first is the baseline)")
     args = ap.parse_args(argv)
     args.argv = " ".join(sys.argv[1:])
     args.cpus = os.cpu_count()
     args.machine = platform.machine()
     args.date = datetime.date.today()
-    {"features": cmd_features, "absent": cmd_absent, "fit": cmd_fit, "flag": cmd_flag}[args.command](args)
+    {"features": cmd_features, "absent": cmd_absent, "fit": cmd_fit, "flag": cmd_flag, "runs": cmd_runs}[args.command](args)
 
 
 if __name__ == "__main__":

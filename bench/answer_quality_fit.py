@@ -49,6 +49,12 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((pos > neg).mean() + 0.5 * (pos == neg).mean())
 
 
+def sign_test(only_a: int, only_b: int) -> float:
+    """Exact two-sided sign test on the questions where exactly one of two scorers is right."""
+    m = only_a + only_b
+    return min(1.0, 2 * sum(math.comb(m, i) for i in range(min(only_a, only_b) + 1)) / 2 ** m) if m else 1.0
+
+
 def grouped_folds(groups: list[str], k: int, seed: int) -> list[np.ndarray]:
     uniq = sorted(set(groups))
     rng = np.random.default_rng(seed)
@@ -281,9 +287,7 @@ def run(args) -> None:
     if best:
         a, b = results["option"]["right"], results[best]["right"]
         only_b, only_a = int((b & ~a).sum()), int((a & ~b).sum())
-        m = only_a + only_b
-        p = min(1.0, 2 * sum(math.comb(m, i) for i in range(min(only_a, only_b) + 1)) / 2 ** m) if m else 1.0
-        sign = (best, only_b, only_a, p)
+        sign = (best, only_b, only_a, sign_test(only_a, only_b))
     feats = COMBOS[default] if default else ["option"]
     all_idx = np.arange(n)
     model = fit_model(d, feats, all_idx, None, fit_weights=default is not None)
@@ -371,3 +375,55 @@ def run(args) -> None:
     text = "\n".join(lines) + "\n"
     args.out.write_text(text)
     print(text)
+
+
+# ---- pipeline runs compared: ``python -m bench.answer_quality runs --run DIR --run DIR ...`` ----------------
+def run_table(runs: list[Path], questions: dict) -> str:
+    """Each ``pipeline.evaluate`` run (its trace.jsonl and metrics.json) on the same questions: answer accuracy
+    with its Wilson interval, score, ECE of the probabilities it showed and held-out ECE after a temperature
+    fitted on the other documents' questions (5 folds grouped by document, 3 splits), p50, and the paired
+    comparison with the first run (exact sign test)."""
+    first = None
+    lines = ["| run | n | answer acc (95% CI) | score | doc acc | page prox | ECE as shown | ECE, T refit held-out "
+             "(T on all) | p50 s | vs first: right only here / only there (sign p) |", "|" + "---|" * 10]
+    for run in runs:
+        traces = {t["Question_ID"]: t for t in map(json.loads, (run / "trace.jsonl").read_text().splitlines())
+                  if t.get("answer") and "error" not in t}
+        metrics = json.loads((run / "metrics.json").read_text())
+        qids = [k for k in traces if k in questions and questions[k].gold_answer]
+        qs = [questions[k] for k in qids]
+        M = np.stack([cb.option_mask(q.options) for q in qs])
+        y = np.array([LETTERS.index(q.gold_answer) for q in qs])
+        P = np.array([[traces[k]["probabilities"].get(L, 0.0) for L in LETTERS] for k in qids])
+        Z = np.where(M, np.log(np.clip(P, 1e-300, None)), -1e9)
+        pred = np.array([int(np.argmax(z)) for z in Z])
+        right = dict(zip(qids, pred == y))
+        groups = [q.gold_doc for q in qs]
+        eces = []
+        for seed in range(3):
+            Ph = np.zeros_like(P)
+            for test in grouped_folds(groups, FOLDS, seed):
+                train = np.setdiff1d(np.arange(len(qs)), test)
+                T = cb.fit_temperature(Z[train], y[train], M[train])
+                Ph[test] = [cb.softmax_masked(Z[i] / T, M[i]) for i in test]
+            eces.append(cb.ece(Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float)))
+        t_all = cb.fit_temperature(Z, y, M)
+        acc = float((pred == y).mean())
+        lo, hi = wilson(acc, len(qs))
+        if first is None:
+            first, vs = right, "–"
+        else:
+            both = [k for k in right if k in first]
+            here = sum(right[k] and not first[k] for k in both)
+            there = sum(first[k] and not right[k] for k in both)
+            vs = f"{here} / {there} (p = {sign_test(there, here):.2f})"
+        lines.append(f"| {run.name} | {len(qs)} | {acc:.3f} ({lo:.3f}–{hi:.3f}) | {metrics.get('score', 0):.3f} "
+                     f"| {metrics.get('doc_accuracy', 0):.3f} | {metrics.get('page_proximity', 0):.3f} "
+                     f"| {cb.ece(P.max(axis=1), (pred == y).astype(float)):.3f} | {np.mean(eces):.3f} ({t_all:.2f}) "
+                     f"| {metrics.get('p50_seconds', float('nan')):.1f} | {vs} |")
+    return "\n".join(lines)
+
+
+def runs(args) -> None:
+    questions = {q.qid: q for q in read_questions(args.questions.read_bytes())[0]}
+    print(run_table([Path(r) for r in args.run], questions))

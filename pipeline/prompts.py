@@ -5,7 +5,8 @@ the Qwen vocabulary (``pipeline.backends.vocab``) on a CPU.
 
 * Answerer (all backends): the passages with their ranks and the question
   (:func:`shared_prompt`), then either ``Відповідь:`` and each option's own
-  tokens (the option scorer, llama.cpp) or the lettered options and one letter
+  tokens (the option scorer, llama.cpp; the listed scorer writes the six
+  options out first: :func:`option_tail`) or the lettered options and one letter
   (:func:`letter_tail`); with Qwen3's empty thinking block when
   ``settings.think_block`` (what its chat template renders for
   ``enable_thinking=False``). Passages are cut to their best-matching lines
@@ -75,6 +76,16 @@ def shared_prompt(q: Question, passages: list[str]) -> str:
 
 
 OPTION_TAIL = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
+
+
+def option_tail(q: Question, listed: bool) -> str:
+    """What follows the shared prompt before each option's own tokens: ``Відповідь:`` alone (the option
+    scorer), or (``listed``: the listed scorer) after the six options written out without letters, so the
+    model reads every option before it scores one."""
+    if not listed:
+        return OPTION_TAIL
+    opts = "\n".join(f"- {o.strip()}" for o in q.options if o.strip())
+    return (f"\n\nВаріанти відповіді:\n{opts}\n\nНапиши правильний варіант дослівно.{OPTION_TAIL}")
 
 
 def letter_tail(q: Question) -> str:

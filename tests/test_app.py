@@ -422,6 +422,7 @@ def test_weak_evidence_rule_and_scorer_title():
     assert not not_in_documents(ans(0.4, {"not_in_documents": False}))  # the answerer's own flag wins
     assert scorer_title(ans(2.5), "option") == "Option likelihood"
     assert scorer_title(ans(2.5, {"scorer": "letter"}), "option") == "Letter probabilities"
+    assert scorer_title(ans(2.5), "listed").startswith("Option likelihood (")
 
 
 def test_store_adds_the_title_column_to_an_old_library_and_fills_it(tmp_path):

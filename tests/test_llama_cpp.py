@@ -109,3 +109,21 @@ def test_a_backend_without_free_text_says_so():
     a.prefill("x")  # hints: nothing to do
     with a.exclusive():
         pass
+
+
+def test_listed_options_scorer_reads_all_six_before_scoring(models):
+    """The listed scorer: the six options written out (no letters) before each is scored. It finds the stated
+    fact, ignores an empty option and, unlike the plain option likelihood (tests/test_answer_features.py),
+    picks the rarely worded right option over the commonest wording."""
+    from pipeline.prompts import option_tail
+    from tests.test_answer_features import RARE, RARE_TEXT
+
+    ans = models.answerer
+    tail = option_tail(Q, listed=True)
+    assert all(f"- {o}\n" in tail for o in Q.options) and tail.endswith(OPTION_TAIL) and ". синього" not in tail
+    s = ans.score(Q, [cand(TEXT)], scorer="listed")
+    assert max(s.probabilities, key=s.probabilities.get) == "E" and np.isclose(sum(s.probabilities.values()), 1)
+    blank = ans.score(Question("2", Q.text, ["синього", "", "зеленого", "", "жовтого", ""]), [cand(TEXT)], "listed")
+    assert blank.option["B"] < 1e-6 and max(blank.option, key=blank.option.get) == "E"
+    rare = ans.score(RARE, [cand(RARE_TEXT)], scorer="listed")
+    assert max(rare.probabilities, key=rare.probabilities.get) == "C"  # "щоквартально"

@@ -158,7 +158,8 @@ def probs_frame(probabilities: dict[str, float], series: str | None = None) -> p
     return pd.DataFrame(rows)
 
 
-SCORER_TITLES = {"option": "Option likelihood", "letter": "Letter probabilities",
+SCORER_TITLES = {"option": "Option likelihood", "listed": "Option likelihood (all six options read first)",
+                 "letter": "Letter probabilities",
                  "combined": "Letter and option likelihood combined"}
 WEAK_EVIDENCE = "⚠ The answer may not be in your documents"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..prompts import (OPTION_TAIL, fit_lines, fit_shared_prompt, letter_tail, letter_token_ids, passage_text,
+from ..prompts import (fit_lines, fit_shared_prompt, letter_tail, letter_token_ids, option_tail, passage_text,
                        question_terms)
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
@@ -234,9 +234,9 @@ class LlamaCppAnswerer(Answerer):
             option = np.zeros(6)
             letter = np.full(6, 1 / 6)
             n_prompt = len(shared)
-            if scorer in ("option", "combined"):
-                # option likelihood: passages + question, then each option's own tokens
-                opt_prompt = shared + self._tok(OPTION_TAIL, special=True)
+            if scorer in ("option", "listed", "combined"):
+                # option likelihood: passages + question (+ the options written out), then each option's own tokens
+                opt_prompt = shared + self._tok(option_tail(q, listed=scorer == "listed"), special=True)
                 first = self._eval(opt_prompt)
                 option = np.full(6, -1e9)
                 for i, o in enumerate(q.options):
@@ -249,11 +249,11 @@ class LlamaCppAnswerer(Answerer):
                 let_prompt = shared + self._tok(letter_tail(q), special=True)
                 letter = softmax(self._eval(let_prompt)[self.letter_ids])
                 n_prompt = len(let_prompt)
-        opt_p = softmax(option / max(1e-3, s.option_temperature))
+        opt_p = softmax(option / max(1e-3, s.listed_temperature if scorer == "listed" else s.option_temperature))
         both = np.sqrt(letter * opt_p)
-        chosen = {"option": opt_p, "letter": letter, "combined": both / both.sum()}[scorer]
+        chosen = {"option": opt_p, "listed": opt_p, "letter": letter, "combined": both / both.sum()}[scorer]
         let = {L: float(p) for L, p in zip(LETTERS, letter)}
         opt = {L: float(p) for L, p in zip(LETTERS, opt_p)}
         probs = {L: float(p) for L, p in zip(LETTERS, chosen)}
-        return Scores(probs, let if scorer != "option" else {}, opt if scorer != "letter" else {},
+        return Scores(probs, let if scorer in ("letter", "combined") else {}, opt if scorer != "letter" else {},
                       n_prompt, time.perf_counter() - t0)
