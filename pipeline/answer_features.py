@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from .prompts import OPTION_TAIL, SYSTEM, fit_lines, fit_shared_prompt, letter_texts, passage_text
+from .prompts import OPTION_TAIL, fit_lines, fit_shared_prompt, letter_texts, neutral_prompt, passage_text
 from .text import normalize, words
 from .types import LETTERS, Candidate, Question
 
@@ -37,12 +37,6 @@ NEG = -1e9
 VERIFY_TAIL = ("\n\nЧи підтверджують фрагменти, що правильна відповідь на запитання саме така? "
                "Відповідай лише «Так» або «Ні».\nВідповідь: {option}<|im_end|>\n<|im_start|>assistant\n")
 VERIFY_YES, VERIFY_NO = ("Так", "так", " Так"), ("Ні", "ні", " Ні")
-
-
-def neutral_prompt(q: Question) -> str:
-    """The question without passages: what the option's wording alone is worth."""
-    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nЗапитання: {q.text.strip()}"
-            f"{OPTION_TAIL}")
 
 
 def shifted_tail(q: Question, shift: int) -> tuple[str, list[int]]:

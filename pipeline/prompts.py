@@ -88,6 +88,12 @@ def option_tail(q: Question, listed: bool) -> str:
     return (f"\n\nВаріанти відповіді:\n{opts}\n\nНапиши правильний варіант дослівно.{OPTION_TAIL}")
 
 
+def neutral_prompt(q: Question, listed: bool = False) -> str:
+    """The question without passages, then :func:`option_tail`: what an option's wording alone is worth."""
+    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\nЗапитання: {q.text.strip()}"
+            f"{option_tail(q, listed)}")
+
+
 def letter_tail(q: Question) -> str:
     opts = "\n".join(f"{LETTERS[i]}. {o.strip()}" for i, o in enumerate(q.options))
     return (f"\n\nВаріанти відповіді:\n{opts}\n\nОбери один правильний варіант і відповідай лише його літерою."

@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     scorer: Literal["letter", "option", "listed", "combined", "calibrated"] = "option"
     option_temperature: float = 0.2
     listed_temperature: float = 0.1  # the listed scorer's (its log-likelihoods are closer together)
+    # listed: each option's mean log-probability less this times the same after the question and options without
+    # passages (its wording's worth): 1 makes a one-word answer order-stable but costs accuracy on
+    # ../shared/unlp (bench/answer_quality.md), so 0 (off)
+    listed_prior_weight: float = 0.0
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
     llama_extra_buffers: Literal["auto", "on", "off"] = "auto"  # llama.cpp AMX/repacked weights; auto: off on AMX CPUs

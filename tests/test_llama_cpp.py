@@ -112,9 +112,9 @@ def test_a_backend_without_free_text_says_so():
 
 
 def test_listed_options_scorer_reads_all_six_before_scoring(models):
-    """The listed scorer: the six options written out (no letters) before each is scored. It finds the stated
-    fact, ignores an empty option and, unlike the plain option likelihood (tests/test_answer_features.py),
-    picks the rarely worded right option over the commonest wording."""
+    """The listed scorer: the six options written out (no letters) before each is scored, less each option's
+    worth without passages. It finds the stated fact, ignores an empty option and, unlike the plain option
+    likelihood (tests/test_answer_features.py), picks the rarely worded right option over the commonest wording."""
     from pipeline.prompts import option_tail
     from tests.test_answer_features import RARE, RARE_TEXT
 
@@ -127,3 +127,30 @@ def test_listed_options_scorer_reads_all_six_before_scoring(models):
     assert blank.option["B"] < 1e-6 and max(blank.option, key=blank.option.get) == "E"
     rare = ans.score(RARE, [cand(RARE_TEXT)], scorer="listed")
     assert max(rare.probabilities, key=rare.probabilities.get) == "C"  # "щоквартально"
+
+
+def test_listed_scorer_with_prior_weight_holds_in_every_order_of_the_options(models):
+    """``listed_prior_weight`` 1: each option's mean log-probability less the same after the question and the
+    options without passages (a second context; features in the trace). A one-sentence fact is then answered
+    the same in all six cyclic orders of the options; without it (weight 0, the default: more right answers
+    on ../shared/unlp) the answer here follows the order (measured: "щодня" in 4 of the 6)."""
+    from pipeline.answer import option_orders
+    from pipeline.backends.llama_cpp import LlamaCppAnswerer
+
+    base = models.answerer
+    ans = LlamaCppAnswerer(base.model_path, base.settings.model_copy(update={"listed_prior_weight": 1.0}))
+    q = Question("c", "Як часто слід мити резервуар для води зволожувача?",
+                 ["щодня", "щомісяця", "щотижня", "раз на рік", "ніколи", "після кожного вмикання"])
+    text = "Резервуар для води слід мити теплою водою з лимонною кислотою щотижня."
+    picks, plain = [], []
+    for order in option_orders(q, 6):
+        shown = Question(q.qid, q.text, [q.options[i] for i in order])
+        s = ans.score(shown, [cand(text)], "listed")
+        picks.append(q.options[order[LETTERS.index(max(s.probabilities, key=s.probabilities.get))]])
+        f = s.features
+        assert len(f["listed_sum"]) == len(f["listed_prior_sum"]) == len(f["listed_ntok"]) == 6
+        w0 = base.score(shown, [cand(text)], "listed")
+        assert "listed_prior_sum" not in w0.features and w0.features["listed_sum"] == pytest.approx(f["listed_sum"], abs=0.05)
+        plain.append(q.options[order[LETTERS.index(max(w0.probabilities, key=w0.probabilities.get))]])
+    assert picks == ["щотижня"] * 6, picks
+    assert plain.count("щотижня") < 6, plain

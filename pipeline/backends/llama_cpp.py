@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..prompts import (fit_lines, fit_shared_prompt, letter_tail, letter_token_ids, option_tail, passage_text,
-                       question_terms)
+from ..prompts import (fit_lines, fit_shared_prompt, letter_tail, letter_token_ids, neutral_prompt, option_tail,
+                       passage_text, question_terms)
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
 from .base import NO, YES, Answerer, Prompt, Scores, prompt_pieces
@@ -97,6 +97,8 @@ class LlamaCppAnswerer(Answerer):
         import llama_cpp
 
         self.settings = settings
+        self.model_path = model_path
+        self._prior: LlamaCppAnswerer | None = None  # a second context for prompts without passages (listed)
         threads = settings.n_threads or os.cpu_count() or 1
         with extra_buffers(use_extra_buffers(settings.llama_extra_buffers)):
             self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads,
@@ -223,6 +225,21 @@ class LlamaCppAnswerer(Answerer):
     def exclusive(self):
         return self._lock
 
+    def _option_values(self, prompt: list[int], q: Question) -> list[list[float]]:
+        """Each option's token log-probabilities after ``prompt`` (at most 64 tokens; [] for an empty option)."""
+        first = self._eval(prompt)
+        return [self._continuation(len(prompt), first, self._tok(" " + o.strip())[:64]) if o.strip() else []
+                for o in q.options]
+
+    def prior_values(self, q: Question) -> list[list[float]]:
+        """:meth:`_option_values` after the question and the listed options without passages, in a second
+        context of the same model (weights shared by mmap), so the passages' cache here is kept."""
+        if self._prior is None:
+            self._prior = LlamaCppAnswerer(self.model_path, self.settings)
+        p = self._prior
+        with p._lock:
+            return p._option_values(p._tok(neutral_prompt(q, listed=True), special=True), q)
+
     def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
         t0 = time.perf_counter()
         s = self.settings
@@ -234,15 +251,19 @@ class LlamaCppAnswerer(Answerer):
             option = np.zeros(6)
             letter = np.full(6, 1 / 6)
             n_prompt = len(shared)
+            features: dict = {}
             if scorer in ("option", "listed", "combined"):
                 # option likelihood: passages + question (+ the options written out), then each option's own tokens
                 opt_prompt = shared + self._tok(option_tail(q, listed=scorer == "listed"), special=True)
-                first = self._eval(opt_prompt)
-                option = np.full(6, -1e9)
-                for i, o in enumerate(q.options):
-                    ot = self._tok(" " + o.strip())[:64] if o.strip() else []
-                    if ot:
-                        option[i] = float(np.mean(self._continuation(len(opt_prompt), first, ot)))
+                lps = self._option_values(opt_prompt, q)
+                option = np.array([np.mean(x) if x else -1e9 for x in lps])
+                if scorer == "listed":
+                    features = {"listed_sum": [float(np.sum(x)) if x else None for x in lps],
+                                "listed_ntok": [len(x) for x in lps]}
+                    if s.listed_prior_weight:  # less each option's worth without passages (its wording's)
+                        prior = self.prior_values(q)
+                        features["listed_prior_sum"] = [float(np.sum(x)) if x else None for x in prior]
+                        option -= s.listed_prior_weight * np.array([np.mean(x) if x else 0.0 for x in prior])
                 n_prompt = len(opt_prompt)
             if scorer in ("letter", "combined"):
                 # letter: the same passages + question, then the lettered options
@@ -256,4 +277,4 @@ class LlamaCppAnswerer(Answerer):
         opt = {L: float(p) for L, p in zip(LETTERS, opt_p)}
         probs = {L: float(p) for L, p in zip(LETTERS, chosen)}
         return Scores(probs, let if scorer in ("letter", "combined") else {}, opt if scorer != "letter" else {},
-                      n_prompt, time.perf_counter() - t0)
+                      n_prompt, time.perf_counter() - t0, features)
