@@ -2,7 +2,8 @@
 
 The answer model (``Answerer``, ``pipeline.backends.base``) scores the six
 options given the top ``top_k_answer`` reranked chunks (each optionally followed
-by its next chunk, ``neighbours``); below ``retry_below`` it is asked again with
+by its next chunk, ``neighbours``), in ``answer_orders`` cyclic orders of the
+options averaged (1: as given); below ``retry_below`` it is asked again with
 wider evidence (``retry_top_k``) and the surer answer is kept. The document is
 the top reranked chunk's; the page is the one of its pages that holds most of
 the question's and answer's words.
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .backends.base import Answerer
+import numpy as np
+
+from .backends.base import Answerer, Scores
 from .errors import BackendUnavailable
 from .settings import Settings
 from .text import normalize
@@ -53,8 +56,31 @@ def select_evidence(reranked: list[Candidate], k: int, neighbours: bool,
     return out
 
 
-def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings):
-    """This pipeline's scorer (not the models'); ``calibrated`` combines per-option features (pipeline.combiner)."""
+def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
+    """This pipeline's scorer: :func:`score_once`, or with ``answer_orders`` > 1 its log-probabilities
+    averaged over that many cyclic orders of the options (:func:`option_orders`), each under the options'
+    own letters; the scorer's own probabilities (``letter``, ``option``) are the first order's."""
+    orders = option_orders(q, s.answer_orders)
+    if len(orders) <= 1:
+        return score_once(answerer, q, chosen, s)
+    runs = []
+    for order in orders:
+        sc = score_once(answerer, Question(q.qid, q.text, [q.options[i] for i in order]), chosen, s)
+        runs.append((order, sc))
+    logp = np.zeros(len(LETTERS))
+    for order, sc in runs:
+        for j, i in enumerate(order):
+            logp[i] += np.log(max(sc.probabilities.get(LETTERS[j], 0.0), 1e-300)) / len(runs)
+    logp[[i for i, o in enumerate(q.options) if not o.strip()]] = -np.inf
+    p = np.exp(logp - logp.max())
+    first = runs[0][1]
+    return Scores({L: float(x) for L, x in zip(LETTERS, p / p.sum())}, first.letter, first.option,
+                  first.prompt_tokens, sum(sc.seconds for _, sc in runs), first.features)
+
+
+def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
+    """The options scored once, in their given order; ``calibrated`` combines per-option features
+    (pipeline.combiner)."""
     if s.scorer != "calibrated":
         return answerer.score(q, chosen, scorer=s.scorer)
     if not getattr(answerer, "per_option_features", False):

@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4
     think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
+    # score the options in this many cyclic orders and average their log-probabilities (1 = the given order only)
+    answer_orders: int = 1
     order_check: int = 0  # batch runs: re-score each answer with its options in this many orders (0 = off; Ask has a button)
 
     # ---- free-form answers: questions without options (pipeline.freeform; measured in bench/freeform.md) ----

@@ -1,9 +1,9 @@
 """The option-order check (pipeline.answer.order_check), with the real shipped model."""
 import numpy as np
 
-from pipeline.answer import option_orders, order_check
+from pipeline.answer import option_orders, order_check, score_options
 from pipeline.settings import load_settings
-from pipeline.types import Candidate, Chunk, Question
+from pipeline.types import LETTERS, Candidate, Chunk, Question
 
 TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
 Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
@@ -40,3 +40,23 @@ def test_letter_probabilities_are_mapped_back_to_the_options(models):
         assert np.isclose(sum(r["probabilities"].values()), 1)
         assert r["answer"] == "E", r
     assert check["stable"]
+
+
+def test_answer_orders_average_the_options_over_cyclic_orders(models):
+    """``answer_orders`` 6: the listed scorer (whose answer can follow the order) averaged over every cyclic
+    order, so the same question with its options rotated gets the same probabilities under the options' own
+    letters (up to llama.cpp's cache noise); a blank option stays at 0."""
+    s = load_settings(scorer="listed", answer_orders=6)
+    a = score_options(models.answerer, Q, [cand(TEXT)], s)
+    rot = Question(Q.qid, Q.text, Q.options[2:] + Q.options[:2])  # rot's option j is Q's option (j + 2) % 6
+    b = score_options(models.answerer, rot, [cand(TEXT)], s)
+    pa = np.array([a.probabilities[L] for L in LETTERS])
+    pb = np.array([b.probabilities[LETTERS[(i - 2) % 6]] for i in range(6)])
+    assert np.isclose(pa.sum(), 1) and pa.argmax() == 4 and np.allclose(pa, pb, atol=0.02), (pa, pb)
+    once = score_options(models.answerer, Q, [cand(TEXT)], load_settings(scorer="listed"))
+    po = np.array([once.probabilities[L] for L in LETTERS])  # one order: other (log-)probabilities, faster
+    assert a.seconds > once.seconds and np.abs(np.log(pa) - np.log(po)).max() > 1, (pa, po)
+    blank = score_options(models.answerer, Question("2", Q.text, ["синього", "", "зеленого", "", "жовтого", ""]),
+                          [cand(TEXT)], s)
+    assert blank.probabilities["B"] == blank.probabilities["D"] == blank.probabilities["F"] == 0
+    assert max(blank.probabilities, key=blank.probabilities.get) == "E"
