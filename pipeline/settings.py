@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     # passages (its wording's worth): 1 makes a one-word answer order-stable but costs accuracy on
     # ../shared/unlp (bench/answer_quality.md), so 0 (off)
     listed_prior_weight: float = 0.0
+    # listed: plus this times the share of each option's word stems found in the passages (answer_features.
+    # support_features); 1 answers a one-word fact in every option order and keeps most of the listed gain
+    # (measured offline on ../shared/unlp, bench/answer_quality.md); not yet a full pipeline run, so 0 (off)
+    listed_support_weight: float = 0.0
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
     llama_extra_buffers: Literal["auto", "on", "off"] = "auto"  # llama.cpp AMX/repacked weights; auto: off on AMX CPUs
