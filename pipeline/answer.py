@@ -81,6 +81,9 @@ def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: S
 def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
     """The options scored once, in their given order; ``calibrated`` combines per-option features
     (pipeline.combiner)."""
+    if s.scorer == "listed" and s.listed_support_weight:
+        return with_support(answerer.score(q, chosen, scorer=s.scorer), q, chosen, s.listed_support_weight,
+                            s.listed_temperature)
     if s.scorer != "calibrated":
         return answerer.score(q, chosen, scorer=s.scorer)
     if not getattr(answerer, "per_option_features", False):
@@ -88,6 +91,22 @@ def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Sett
     from .combiner import calibrated_scores
 
     return calibrated_scores(answerer, q, chosen)
+
+
+def with_support(sc: Scores, q: Question, chosen: list[Candidate], weight: float, temperature: float) -> Scores:
+    """``sc`` with each option's value (``features["listed_value"]``, the listed scorer's, before its
+    temperature) raised by ``weight`` × the share of its word stems found in the passages (``support_cov`` of
+    :func:`pipeline.answer_features.support_features`), then a softmax at ``temperature``; the coverage goes
+    to the trace."""
+    from .answer_features import support_features
+
+    if "listed_value" not in sc.features:
+        raise BackendUnavailable("listed_support_weight needs the listed scorer's values (the llama.cpp answerer)")
+    cov = support_features(None, q, chosen)["support_cov"]
+    v = (np.array(sc.features["listed_value"]) + weight * np.array(cov)) / max(1e-3, temperature)
+    p = np.exp(v - v.max())
+    probs = {L: float(x) for L, x in zip(LETTERS, p / p.sum())}
+    return Scores(probs, sc.letter, probs, sc.prompt_tokens, sc.seconds, {**sc.features, "listed_support": cov})
 
 
 def option_orders(q: Question, n: int) -> list[list[int]]:

@@ -110,7 +110,7 @@ class Settings(BaseSettings):
     listed_prior_weight: float = 0.0
     # listed: plus this times the share of each option's word stems found in the passages (answer_features.
     # support_features); 1 answers a one-word fact in every option order and keeps most of the listed gain
-    # (measured offline on ../shared/unlp, bench/answer_quality.md); not yet a full pipeline run, so 0 (off)
+    # (0.735 of the 170 questions of ../shared/unlp, bench/answer_quality.md); the cpu profile's default
     listed_support_weight: float = 0.0
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
@@ -215,11 +215,11 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 PROFILES: dict[str, dict[str, Any]] = {
-    # bench/longdocs.md; both temperatures fitted by the Brier score on held-out folds: bench/answer_quality.md.
-    # scorer "listed" answers 0.753 of the 170 questions there (the default "option" 0.706) but fails an easy
-    # generated case of tests/test_qa.py, so it is not the default yet (bench/answer_quality.md)
+    # bench/longdocs.md; temperatures fitted by the Brier score on all 170 questions (held-out ECE in
+    # bench/answer_quality.md). The listed scorer + lexical support answers 0.735 of them (option scorer 0.706;
+    # listed alone 0.753 but it misses an easy generated one-word fact in 4 of 6 option orders)
     "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.7, option_temperature=0.44,
-                listed_temperature=0.086),
+                scorer="listed", listed_support_weight=1.0, listed_temperature=0.18),
     # interactive: all three engines resident at once; shares 0.85 in all, the rest for the three engines' CUDA
     # contexts (memory arithmetic: docs/deploy.md, pipeline/gpu/plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",

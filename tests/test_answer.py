@@ -1,7 +1,7 @@
 """The option-order check (pipeline.answer.order_check), with the real shipped model."""
 import numpy as np
 
-from pipeline.answer import option_orders, order_check, score_options
+from pipeline.answer import option_orders, order_check, score_once, score_options
 from pipeline.settings import load_settings
 from pipeline.types import LETTERS, Candidate, Chunk, Question
 
@@ -60,3 +60,25 @@ def test_answer_orders_average_the_options_over_cyclic_orders(models):
                           [cand(TEXT)], s)
     assert blank.probabilities["B"] == blank.probabilities["D"] == blank.probabilities["F"] == 0
     assert max(blank.probabilities, key=blank.probabilities.get) == "E"
+
+
+def test_listed_scorer_with_support_weight_answers_a_one_word_fact_in_every_order(models):
+    """``listed_support_weight`` 1: each option's listed value plus the share of its word stems found in the
+    passages (recorded as ``features["listed_support"]``); the one-word fact that the listed scorer alone
+    answers by the options' order (tests/test_llama_cpp.py) is then answered right in all six orders."""
+    s = load_settings(scorer="listed", listed_support_weight=1.0, listed_temperature=1.0)
+    q = Question("c", "Як часто слід мити резервуар для води зволожувача?",
+                 ["щодня", "щомісяця", "щотижня", "раз на рік", "ніколи", "після кожного вмикання"])
+    text = "Резервуар для води слід мити теплою водою з лимонною кислотою щотижня."
+    picks, alone = [], []
+    for order in option_orders(q, 6):
+        shown = Question(q.qid, q.text, [q.options[i] for i in order])
+        sc = score_once(models.answerer, shown, [cand(text)], s)
+        picks.append(shown.options[LETTERS.index(max(sc.probabilities, key=sc.probabilities.get))])
+        assert np.isclose(sum(sc.probabilities.values()), 1) and sc.option == sc.probabilities
+        assert sc.features["listed_support"][shown.options.index("щотижня")] == 1
+        assert sc.features["listed_support"][shown.options.index("щомісяця")] == 0
+        raw = score_once(models.answerer, shown, [cand(text)], s.model_copy(update={"listed_support_weight": 0}))
+        alone.append(shown.options[LETTERS.index(max(raw.probabilities, key=raw.probabilities.get))])
+    assert picks == ["щотижня"] * 6, picks
+    assert alone.count("щотижня") < 6, alone

@@ -423,6 +423,8 @@ def test_weak_evidence_rule_and_scorer_title():
     assert scorer_title(ans(2.5), "option") == "Option likelihood"
     assert scorer_title(ans(2.5, {"scorer": "letter"}), "option") == "Letter probabilities"
     assert scorer_title(ans(2.5), "listed").startswith("Option likelihood (")
+    assert scorer_title(ans(2.5, {"features": {"listed_support": [1, 0, 0, 0, 0, 0]}}), "listed").endswith(
+        "the option's words found in the passages")
 
 
 def test_store_adds_the_title_column_to_an_old_library_and_fills_it(tmp_path):

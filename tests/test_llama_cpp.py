@@ -154,25 +154,3 @@ def test_listed_scorer_with_prior_weight_holds_in_every_order_of_the_options(mod
         plain.append(q.options[order[LETTERS.index(max(w0.probabilities, key=w0.probabilities.get))]])
     assert picks == ["щотижня"] * 6, picks
     assert plain.count("щотижня") < 6, plain
-
-
-def test_listed_scorer_with_support_weight_answers_a_one_word_fact_in_every_order(models):
-    """``listed_support_weight`` 1: each option's listed value plus the share of its word stems found in the
-    passages (recorded as ``features["listed_support"]``); the one-word fact that the listed scorer alone
-    answers by the options' order (see above) is then answered right in all six orders."""
-    from pipeline.answer import option_orders
-    from pipeline.backends.llama_cpp import LlamaCppAnswerer
-
-    base = models.answerer
-    ans = LlamaCppAnswerer(base.model_path, base.settings.model_copy(update={"listed_support_weight": 1.0}))
-    q = Question("c", "Як часто слід мити резервуар для води зволожувача?",
-                 ["щодня", "щомісяця", "щотижня", "раз на рік", "ніколи", "після кожного вмикання"])
-    text = "Резервуар для води слід мити теплою водою з лимонною кислотою щотижня."
-    picks = []
-    for order in option_orders(q, 6):
-        shown = Question(q.qid, q.text, [q.options[i] for i in order])
-        s = ans.score(shown, [cand(text)], "listed")
-        picks.append(q.options[order[LETTERS.index(max(s.probabilities, key=s.probabilities.get))]])
-        assert s.features["listed_support"][shown.options.index("щотижня")] == 1
-        assert s.features["listed_support"][shown.options.index("щомісяця")] == 0
-    assert picks == ["щотижня"] * 6, picks

@@ -168,7 +168,10 @@ def scorer_title(a: Answer | None, scorer: str = "") -> str:
     """The probability chart's title: which scorer produced the numbers (the answer's own word, else the
     settings' ``scorer``)."""
     key = str((a.details.get("scorer") if a is not None else None) or scorer)
-    return SCORER_TITLES.get(key, "Probabilities")
+    title = SCORER_TITLES.get(key, "Probabilities")
+    if a is not None and "listed_support" in (a.details.get("features") or {}):
+        title += ", raised by the option's words found in the passages"
+    return title
 
 
 def not_in_documents(a: Answer) -> bool:

@@ -31,7 +31,6 @@ import numpy as np
 
 from ..prompts import (fit_lines, fit_shared_prompt, letter_tail, letter_token_ids, neutral_prompt, option_tail,
                        passage_text, question_terms)
-from ..answer_features import support_features
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
 from .base import NO, YES, Answerer, Prompt, Scores, prompt_pieces
@@ -265,10 +264,7 @@ class LlamaCppAnswerer(Answerer):
                         prior = self.prior_values(q)
                         features["listed_prior_sum"] = [float(np.sum(x)) if x else None for x in prior]
                         option -= s.listed_prior_weight * np.array([np.mean(x) if x else 0.0 for x in prior])
-                    if s.listed_support_weight:  # plus the share of the option's word stems found in the passages
-                        cov = support_features(None, q, evidence)["support_cov"]
-                        features["listed_support"] = cov
-                        option += s.listed_support_weight * np.array(cov)
+                    features["listed_value"] = [float(v) for v in option]  # before the temperature
                 n_prompt = len(opt_prompt)
             if scorer in ("letter", "combined"):
                 # letter: the same passages + question, then the lettered options
