@@ -246,6 +246,7 @@ def main(argv=None) -> None:
     ap.add_argument("--shifts", default="0,3", help="features: cyclic shifts of the lettered options")
     ap.add_argument("--reverse", action="store_true", help="features: this worker's questions in reverse order")
     ap.add_argument("--worker", default="0/1", help="features: K/N = this process takes every N-th question")
+    ap.add_argument("--png", type=Path, default=None, help="runs: a reliability diagram of the runs, held-out")
     ap.add_argument("--free", action="store_true",
                     help="absent/flag: the questions without their options (the free-form flag, flag_free)")
     ap.add_argument("--weights", type=Path, default=WEIGHTS, help="fit: where the fitted weights go")

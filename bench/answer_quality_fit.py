@@ -378,11 +378,12 @@ def run(args) -> None:
 
 
 # ---- pipeline runs compared: ``python -m bench.answer_quality runs --run DIR --run DIR ...`` ----------------
-def run_table(runs: list[Path], questions: dict) -> str:
+def run_table(runs: list[Path], questions: dict, curves: dict | None = None) -> str:
     """Each ``pipeline.evaluate`` run (its trace.jsonl and metrics.json) on the same questions: answer accuracy
     with its Wilson interval, score, ECE of the probabilities it showed and held-out ECE after a temperature
     fitted on the other documents' questions (5 folds grouped by document, 3 splits), p50, and the paired
-    comparison with the first run (exact sign test)."""
+    comparison with the first run (exact sign test). ``curves`` (if given) receives each run's held-out
+    confidence and correctness (first split) for :func:`reliability_png`."""
     first = None
     lines = ["| run | n | answer acc (95% CI) | score | doc acc | page prox | ECE as shown | ECE, T refit held-out "
              "(T on all) | p50 s | vs first: right only here / only there (sign p) |", "|" + "---|" * 10]
@@ -407,6 +408,8 @@ def run_table(runs: list[Path], questions: dict) -> str:
                 T = cb.fit_temperature(Z[train], y[train], M[train])
                 Ph[test] = [cb.softmax_masked(Z[i] / T, M[i]) for i in test]
             eces.append(cb.ece(Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float)))
+            if seed == 0 and curves is not None:
+                curves[f"{run.name}, T refit held-out"] = (Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float))
         t_all = cb.fit_temperature(Z, y, M)
         acc = float((pred == y).mean())
         lo, hi = wilson(acc, len(qs))
@@ -426,4 +429,8 @@ def run_table(runs: list[Path], questions: dict) -> str:
 
 def runs(args) -> None:
     questions = {q.qid: q for q in read_questions(args.questions.read_bytes())[0]}
-    print(run_table([Path(r) for r in args.run], questions))
+    curves: dict = {}
+    print(run_table([Path(r) for r in args.run], questions, curves))
+    if args.png:
+        reliability_png(args.png, curves)
+        print(f"reliability diagram: {args.png}")

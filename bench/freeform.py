@@ -56,6 +56,7 @@ VARIANTS = [
     ("retry with k=10 off", {"free_retry_top_k": 0}),
     ("verification off", {"free_verify": False}),
     ("extractive instead of generative", {"free_mode": "extract"}),
+    ("verbatim prompt (shortest words copied)", {"free_prompt": "verbatim"}),
 ]
 
 
@@ -111,7 +112,8 @@ def build(a) -> None:
 
 # ---- run ---------------------------------------------------------------------
 # a reading depends on the prompts: changing one makes new readings (old lines of the file are ignored)
-PROMPTS = hashlib.sha1("\x00".join([GEN_TAIL, FORCED_TAIL, ANSWERABLE_TAIL, verify_tail("")]).encode()).hexdigest()[:8]
+def prompts_key(gen_tail: str = GEN_TAIL, forced_tail: str = FORCED_TAIL) -> str:
+    return hashlib.sha1("\x00".join([gen_tail, forced_tail, ANSWERABLE_TAIL, verify_tail("")]).encode()).hexdigest()[:8]
 
 
 class ReadingCache:
@@ -125,7 +127,8 @@ class ReadingCache:
                     self.items[d.pop("key")] = d
 
     def __call__(self, q: Question, passages: list[str]) -> Reading:
-        key = hashlib.sha1("\x00".join([PROMPTS, str(self.extract), q.text, *passages]).encode()).hexdigest()
+        prompts = prompts_key(self.reader.gen_tail, self.reader.forced_tail)
+        key = hashlib.sha1("\x00".join([prompts, str(self.extract), q.text, *passages]).encode()).hexdigest()
         if key not in self.items:
             r = self.reader.read(q, passages, extract=self.extract)  # both modes from one reading
             self.items[key] = r.to_dict()
@@ -198,7 +201,7 @@ def run(a) -> str:
     variants = [(n, o) for n, o in VARIANTS if not a.only or n in a.only]
     settings = {n: load_settings(a.profile, **o) for n, o in variants}
     pipes: dict[tuple, Pipeline] = {}
-    cache = None
+    caches: dict[str, ReadingCache] = {}  # by the answer's prompt (``free_prompt``); one file of readings
     results: dict[str, list[dict]] = {n: [] for n, _ in variants}
     secs: dict[str, list[float]] = {n: [] for n, _ in variants}
     (a.work / "results").mkdir(exist_ok=True)
@@ -211,9 +214,10 @@ def run(a) -> str:
             if key not in pipes:
                 pipes[key] = Pipeline(s, root=a.work / f"lib-{lib}", models=models)
             pipe = pipes[key]
-            if cache is None:
-                cache = ReadingCache(a.work / "readings.jsonl", free_reader(pipe),
-                                     extract=any(settings[n].free_mode == "extract" for n, _ in variants))
+            if s.free_prompt not in caches:
+                caches[s.free_prompt] = ReadingCache(a.work / "readings.jsonl", free_reader(pipe), extract=any(
+                    settings[n].free_mode == "extract" for n, _ in variants))
+            cache = caches[s.free_prompt]
             ans = answer_free(pipe, q, read=cache, flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings
             secs[name].append(sum(t.values()))  # model seconds as measured when each reading was made

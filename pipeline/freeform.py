@@ -50,6 +50,12 @@ GEN_TAIL = ("\n\nДай коротку відповідь на запитанн�
 # asked on the same cached prefix only when the first answer was a refusal and the library may hold the answer
 FORCED_TAIL = ("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою фрагментів, "
                "лише за тим, що в них сказано." + _ASSISTANT)
+# free_prompt="verbatim": the answer copied word for word from the passages, as short as it can be
+VERBATIM_TAIL = ("\n\nВипиши з фрагментів дослівно найкоротші слова, що відповідають на запитання (слово або "
+                 "фразу, не все речення). Якщо у фрагментах відповіді немає, напиши: Немає відповіді." + _ASSISTANT)
+VERBATIM_FORCED_TAIL = ("\n\nВипиши з фрагментів дослівно найкоротші слова, що відповідають на запитання "
+                        "(слово або фразу, не все речення)." + _ASSISTANT)
+TAILS = {"short": (GEN_TAIL, FORCED_TAIL), "verbatim": (VERBATIM_TAIL, VERBATIM_FORCED_TAIL)}
 ANSWERABLE_TAIL = ("\n\nЧи є у наведених фрагментах відповідь на це запитання? Відповідай лише «так» або «ні»."
                    + _ASSISTANT)
 
@@ -134,8 +140,9 @@ class FreeReader:
     pieces; on llama.cpp the calls of one reading run back to back on its one cache (``exclusive``).
     """
 
-    def __init__(self, answerer, max_tokens: int = 40):
+    def __init__(self, answerer, max_tokens: int = 40, prompt: str = "short"):
         self.a, self.max_tokens = answerer, max_tokens
+        self.gen_tail, self.forced_tail = TAILS[prompt]  # the answer's request (``free_prompt``)
         self._turn = with_think_block if answerer.settings.think_block else (lambda tail: tail)
 
     def count_tokens(self, text: str) -> int:
@@ -159,7 +166,7 @@ class FreeReader:
         a = self.a
         with a.exclusive():
             prefix = self.prefix(q, passages)
-            gen = [prefix, self._turn(GEN_TAIL)]
+            gen = [prefix, self._turn(self.gen_tail)]
             spans: dict[str, float] = {}
             if extract:
                 cands = candidate_spans(q, passages)
@@ -168,7 +175,7 @@ class FreeReader:
             generated = clean_answer(a.generate(gen, self.max_tokens, stop=["\n"]))
             forced = ""
             if is_refusal(generated):
-                forced = clean_answer(a.generate([prefix, self._turn(FORCED_TAIL)], self.max_tokens, stop=["\n"]))
+                forced = clean_answer(a.generate([prefix, self._turn(self.forced_tail)], self.max_tokens, stop=["\n"]))
             p_ans = a.yes_probability([prefix, self._turn(ANSWERABLE_TAIL)])
             extracted = max(spans, key=spans.get) if spans else ""
             supported = {}
@@ -364,4 +371,4 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
 
 def free_reader(pipe) -> FreeReader:
     """The reader over the pipeline's answer model (any backend with the free-text interface)."""
-    return FreeReader(pipe.models.answerer, pipe.settings.free_max_tokens)
+    return FreeReader(pipe.models.answerer, pipe.settings.free_max_tokens, pipe.settings.free_prompt)

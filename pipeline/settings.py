@@ -125,6 +125,9 @@ class Settings(BaseSettings):
 
     # ---- free-form answers: questions without options (pipeline.freeform; measured in bench/freeform.md) ----
     free_mode: Literal["generate", "extract"] = "generate"  # greedy short answer, or the best-scoring span
+    # the generated answer's request: "short" (a word, phrase or one sentence) or "verbatim" (the shortest words
+    # copied from the passages); pipeline.freeform.TAILS
+    free_prompt: Literal["short", "verbatim"] = "short"
     free_preceding: bool = True  # each passage shown after the end of the passage before it
     free_preceding_tokens: int = 160
     free_retry_top_k: int = 10  # after an abstention, one retry with this many passages; 0 = off

@@ -201,3 +201,17 @@ def test_a_forced_answer_says_so_in_the_app():
                                                {"tries": tries}))
     assert "first said the passages hold no answer" in shown([{"forced": True}])
     assert "first said" not in shown([{"forced": False}]) and "**36 місяців**" in shown([])
+
+
+def test_every_answer_prompt_setting_has_its_request_and_its_forced_request():
+    """``free_prompt`` names one of ``TAILS``: the request with the way out ("Немає відповіді") and the forced
+    one without it, both ending in the assistant's turn."""
+    from typing import get_args
+
+    from pipeline.freeform import TAILS
+    from pipeline.settings import Settings
+
+    assert set(get_args(Settings.model_fields["free_prompt"].annotation)) == set(TAILS)
+    for gen, forced in TAILS.values():
+        assert "Немає відповіді" in gen and "Немає відповіді" not in forced
+        assert gen.endswith("assistant\nВідповідь:") and forced.endswith("assistant\nВідповідь:")
