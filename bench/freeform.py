@@ -39,7 +39,7 @@ from pipeline.backends.registry import Models
 from pipeline.evaluation.free import free_metrics, read_free_questions
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
-from pipeline.freeform import ANSWERABLE_TAIL, FORCED_TAIL, GEN_TAIL, Reading, answer_free, free_reader, verify_tail
+from pipeline.freeform import ANSWERABLE_TAIL, Reading, answer_free, free_reader, verify_tail
 from pipeline.index import Library
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
@@ -112,13 +112,14 @@ def build(a) -> None:
 
 # ---- run ---------------------------------------------------------------------
 # a reading depends on the prompts: changing one makes new readings (old lines of the file are ignored)
-def prompts_key(gen_tail: str = GEN_TAIL, forced_tail: str = FORCED_TAIL) -> str:
+def prompts_key(gen_tail: str, forced_tail: str) -> str:
     return hashlib.sha1("\x00".join([gen_tail, forced_tail, ANSWERABLE_TAIL, verify_tail("")]).encode()).hexdigest()[:8]
 
 
 class ReadingCache:
     def __init__(self, path: Path, reader, extract: bool = True):
         self.path, self.reader, self.fresh, self.extract = path, reader, 0, extract
+        self.prompts = prompts_key(reader.gen_tail, reader.forced_tail)  # the reader's own asks
         self.items: dict[str, dict] = {}
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
@@ -127,8 +128,7 @@ class ReadingCache:
                     self.items[d.pop("key")] = d
 
     def __call__(self, q: Question, passages: list[str]) -> Reading:
-        prompts = prompts_key(self.reader.gen_tail, self.reader.forced_tail)
-        key = hashlib.sha1("\x00".join([prompts, str(self.extract), q.text, *passages]).encode()).hexdigest()
+        key = hashlib.sha1("\x00".join([self.prompts, str(self.extract), q.text, *passages]).encode()).hexdigest()
         if key not in self.items:
             r = self.reader.read(q, passages, extract=self.extract)  # both modes from one reading
             self.items[key] = r.to_dict()

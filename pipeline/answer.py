@@ -99,13 +99,13 @@ def with_support(sc: Scores, q: Question, chosen: list[Candidate], weight: float
     :func:`pipeline.answer_features.support_features`), then a softmax at ``temperature``; the coverage goes
     to the trace."""
     from .answer_features import support_features
+    from .combiner import option_mask, softmax_masked
 
     if "listed_value" not in sc.features:
         raise BackendUnavailable("listed_support_weight needs the listed scorer's values (the llama.cpp answerer)")
     cov = support_features(None, q, chosen)["support_cov"]
     v = (np.array(sc.features["listed_value"]) + weight * np.array(cov)) / max(1e-3, temperature)
-    p = np.exp(v - v.max())
-    probs = {L: float(x) for L, x in zip(LETTERS, p / p.sum())}
+    probs = {L: float(x) for L, x in zip(LETTERS, softmax_masked(v, option_mask(q.options)))}
     return Scores(probs, sc.letter, probs, sc.prompt_tokens, sc.seconds, {**sc.features, "listed_support": cov})
 
 

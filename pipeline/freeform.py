@@ -44,17 +44,21 @@ from .types import Candidate, Question
 NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
 
 _ASSISTANT = "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
-GEN_TAIL = ("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою фрагментів, "
-            "лише за тим, що в них сказано. Якщо у фрагментах відповіді немає, напиши: Немає відповіді."
-            + _ASSISTANT)
-# asked on the same cached prefix only when the first answer was a refusal and the library may hold the answer
-FORCED_TAIL = ("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою фрагментів, "
-               "лише за тим, що в них сказано." + _ASSISTANT)
+_WAY_OUT = " Якщо у фрагментах відповіді немає, напиши: Немає відповіді."
+
+
+def _tails(request: str) -> tuple[str, str]:
+    """A request for the answer as (the first ask, with the way out; the forced ask, without it)."""
+    return request + _WAY_OUT + _ASSISTANT, request + _ASSISTANT
+
+
+# the first ask; the forced one (FORCED_TAIL) only when the first answer was a refusal and the library may hold
+# the answer, on the same cached prefix
+GEN_TAIL, FORCED_TAIL = _tails("\n\nДай коротку відповідь на запитання (слово, фразу або одне речення) мовою "
+                               "фрагментів, лише за тим, що в них сказано.")
 # free_prompt="verbatim": the answer copied word for word from the passages, as short as it can be
-VERBATIM_TAIL = ("\n\nВипиши з фрагментів дослівно найкоротші слова, що відповідають на запитання (слово або "
-                 "фразу, не все речення). Якщо у фрагментах відповіді немає, напиши: Немає відповіді." + _ASSISTANT)
-VERBATIM_FORCED_TAIL = ("\n\nВипиши з фрагментів дослівно найкоротші слова, що відповідають на запитання "
-                        "(слово або фразу, не все речення)." + _ASSISTANT)
+VERBATIM_TAIL, VERBATIM_FORCED_TAIL = _tails("\n\nВипиши з фрагментів дослівно найкоротші слова, що відповідають "
+                                             "на запитання (слово або фразу, не все речення).")
 TAILS = {"short": (GEN_TAIL, FORCED_TAIL), "verbatim": (VERBATIM_TAIL, VERBATIM_FORCED_TAIL)}
 ANSWERABLE_TAIL = ("\n\nЧи є у наведених фрагментах відповідь на це запитання? Відповідай лише «так» або «ні»."
                    + _ASSISTANT)

@@ -66,19 +66,16 @@ def test_listed_scorer_with_support_weight_answers_a_one_word_fact_in_every_orde
     """``listed_support_weight`` 1: each option's listed value plus the share of its word stems found in the
     passages (recorded as ``features["listed_support"]``); the one-word fact that the listed scorer alone
     answers by the options' order (tests/test_llama_cpp.py) is then answered right in all six orders."""
+    from tests.orders import CLEANING, CLEANING_TEXT, in_every_order, picked
+
     s = load_settings(scorer="listed", listed_support_weight=1.0, listed_temperature=1.0)
-    q = Question("c", "Як часто слід мити резервуар для води зволожувача?",
-                 ["щодня", "щомісяця", "щотижня", "раз на рік", "ніколи", "після кожного вмикання"])
-    text = "Резервуар для води слід мити теплою водою з лимонною кислотою щотижня."
     picks, alone = [], []
-    for order in option_orders(q, 6):
-        shown = Question(q.qid, q.text, [q.options[i] for i in order])
-        sc = score_once(models.answerer, shown, [cand(text)], s)
-        picks.append(shown.options[LETTERS.index(max(sc.probabilities, key=sc.probabilities.get))])
+    for shown, sc, pick in in_every_order(CLEANING, lambda x: score_once(models.answerer, x, [cand(CLEANING_TEXT)], s)):
+        picks.append(pick)
         assert np.isclose(sum(sc.probabilities.values()), 1) and sc.option == sc.probabilities
         assert sc.features["listed_support"][shown.options.index("щотижня")] == 1
         assert sc.features["listed_support"][shown.options.index("щомісяця")] == 0
-        raw = score_once(models.answerer, shown, [cand(text)], s.model_copy(update={"listed_support_weight": 0}))
-        alone.append(shown.options[LETTERS.index(max(raw.probabilities, key=raw.probabilities.get))])
+        raw = score_once(models.answerer, shown, [cand(CLEANING_TEXT)], s.model_copy(update={"listed_support_weight": 0}))
+        alone.append(picked(shown, raw))
     assert picks == ["щотижня"] * 6, picks
     assert alone.count("щотижня") < 6, alone

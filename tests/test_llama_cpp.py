@@ -134,23 +134,18 @@ def test_listed_scorer_with_prior_weight_holds_in_every_order_of_the_options(mod
     options without passages (a second context; features in the trace). A one-sentence fact is then answered
     the same in all six cyclic orders of the options; without it (weight 0, the default: more right answers
     on ../shared/unlp) the answer here follows the order (measured: "щодня" in 4 of the 6)."""
-    from pipeline.answer import option_orders
     from pipeline.backends.llama_cpp import LlamaCppAnswerer
+    from tests.orders import CLEANING, CLEANING_TEXT, in_every_order, picked
 
     base = models.answerer
     ans = LlamaCppAnswerer(base.model_path, base.settings.model_copy(update={"listed_prior_weight": 1.0}))
-    q = Question("c", "Як часто слід мити резервуар для води зволожувача?",
-                 ["щодня", "щомісяця", "щотижня", "раз на рік", "ніколи", "після кожного вмикання"])
-    text = "Резервуар для води слід мити теплою водою з лимонною кислотою щотижня."
     picks, plain = [], []
-    for order in option_orders(q, 6):
-        shown = Question(q.qid, q.text, [q.options[i] for i in order])
-        s = ans.score(shown, [cand(text)], "listed")
-        picks.append(q.options[order[LETTERS.index(max(s.probabilities, key=s.probabilities.get))]])
+    for shown, s, pick in in_every_order(CLEANING, lambda x: ans.score(x, [cand(CLEANING_TEXT)], "listed")):
+        picks.append(pick)
         f = s.features
         assert len(f["listed_sum"]) == len(f["listed_prior_sum"]) == len(f["listed_ntok"]) == 6
-        w0 = base.score(shown, [cand(text)], "listed")
+        w0 = base.score(shown, [cand(CLEANING_TEXT)], "listed")
         assert "listed_prior_sum" not in w0.features and w0.features["listed_sum"] == pytest.approx(f["listed_sum"], abs=0.05)
-        plain.append(q.options[order[LETTERS.index(max(w0.probabilities, key=w0.probabilities.get))]])
+        plain.append(picked(shown, w0))
     assert picks == ["щотижня"] * 6, picks
     assert plain.count("щотижня") < 6, plain
