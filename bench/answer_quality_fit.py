@@ -380,13 +380,15 @@ def run(args) -> None:
 # ---- pipeline runs compared: ``python -m bench.answer_quality runs --run DIR --run DIR ...`` ----------------
 def run_table(runs: list[Path], questions: dict, curves: dict | None = None) -> str:
     """Each ``pipeline.evaluate`` run (its trace.jsonl and metrics.json) on the same questions: answer accuracy
-    with its Wilson interval, score, ECE of the probabilities it showed and held-out ECE after a temperature
-    fitted on the other documents' questions (5 folds grouped by document, 3 splits), p50, and the paired
-    comparison with the first run (exact sign test). ``curves`` (if given) receives each run's held-out
-    confidence and correctness (first split) for :func:`reliability_png`."""
+    with its Wilson interval, score, ECE of the probabilities it showed (with the ECE a perfectly calibrated
+    answerer would show by chance, and the p-value of the observed one against it), held-out
+    ECE after a temperature fitted on the other documents' questions (5 folds grouped by document, 3 splits),
+    p50, and the paired comparison with the first run (exact sign test). ``curves`` (if given) receives each
+    run's held-out confidence and correctness (first split) for :func:`reliability_png`."""
     first = None
-    lines = ["| run | n | answer acc (95% CI) | score | doc acc | page prox | ECE as shown | ECE, T refit held-out "
-             "(T on all) | p50 s | vs first: right only here / only there (sign p) |", "|" + "---|" * 10]
+    lines = ["| run | n | answer acc (95% CI) | score | doc acc | page prox | ECE as shown (if calibrated: by chance; p) "
+             "| ECE, T refit held-out (T on all) | p50 s | vs first: right only here / only there (sign p) |",
+             "|" + "---|" * 10]
     for run in runs:
         traces = {t["Question_ID"]: t for t in map(json.loads, (run / "trace.jsonl").read_text().splitlines())
                   if t.get("answer") and "error" not in t}
@@ -411,6 +413,8 @@ def run_table(runs: list[Path], questions: dict, curves: dict | None = None) -> 
             if seed == 0 and curves is not None:
                 curves[f"{run.name}, T refit held-out"] = (Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float))
         t_all = cb.fit_temperature(Z, y, M)
+        shown = cb.ece(P.max(axis=1), (pred == y).astype(float))
+        chance, p_e = cb.ece_by_chance(P.max(axis=1), (pred == y).astype(float))
         acc = float((pred == y).mean())
         lo, hi = wilson(acc, len(qs))
         if first is None:
@@ -422,7 +426,7 @@ def run_table(runs: list[Path], questions: dict, curves: dict | None = None) -> 
             vs = f"{here} / {there} (p = {sign_test(there, here):.2f})"
         lines.append(f"| {run.name} | {len(qs)} | {acc:.3f} ({lo:.3f}–{hi:.3f}) | {metrics.get('score', 0):.3f} "
                      f"| {metrics.get('doc_accuracy', 0):.3f} | {metrics.get('page_proximity', 0):.3f} "
-                     f"| {cb.ece(P.max(axis=1), (pred == y).astype(float)):.3f} | {np.mean(eces):.3f} ({t_all:.2f}) "
+                     f"| {shown:.3f} ({chance:.3f}; p = {p_e:.2f}) | {np.mean(eces):.3f} ({t_all:.2f}) "
                      f"| {metrics.get('p50_seconds', float('nan')):.1f} | {vs} |")
     return "\n".join(lines)
 

@@ -170,10 +170,22 @@ def fit_temperature(Z: np.ndarray, y: np.ndarray, M: np.ndarray) -> float:
 
 def ece(conf: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
     """Expected calibration error of the top-1 confidence, equal-width bins."""
+    conf, correct = np.asarray(conf, dtype=float), np.asarray(correct, dtype=float)
     edges = np.linspace(0, 1, bins + 1)
     idx = np.clip(np.digitize(conf, edges[1:-1]), 0, bins - 1)
     return float(sum(abs(conf[idx == b].mean() - correct[idx == b].mean()) * (idx == b).mean()
                      for b in range(bins) if (idx == b).any()))
+
+
+def ece_by_chance(conf: np.ndarray, correct: np.ndarray, n_sim: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """What :func:`ece` a perfectly calibrated answerer would show by chance at these confidences on this many
+    questions (each answer right with exactly its confidence; ``n_sim`` draws, fixed seed), and the share of
+    those draws whose ECE is at least the observed one (a p-value: small means the probabilities are off).
+    On 170 questions the chance ECE is about 0.06, so an ECE below that cannot show anything wrong."""
+    conf, correct = np.asarray(conf, dtype=float), np.asarray(correct, dtype=float)
+    rng = np.random.default_rng(seed)
+    draws = np.array([ece(conf, (rng.random(len(conf)) < conf).astype(float)) for _ in range(n_sim)])
+    return float(draws.mean()), float((draws >= ece(conf, correct) - 1e-12).mean())
 
 
 # ---- the fitted model, as used by the answerer -------------------------------------------------

@@ -44,6 +44,18 @@ def test_ece():
     assert np.isclose(cb.ece(conf, np.ones(100)), 0.2)
 
 
+def test_ece_by_chance_tells_noise_from_miscalibration():
+    rng = np.random.default_rng(1)
+    conf = rng.uniform(0.3, 1.0, 170)
+    calibrated = (rng.random(170) < conf).astype(float)  # right exactly as often as it says
+    chance, p = cb.ece_by_chance(conf, calibrated)
+    assert 0.03 < chance < 0.10  # 170 questions in 10 bins: a calibrated answerer's ECE is not 0
+    assert p > 0.05
+    chance, p = cb.ece_by_chance(np.clip(conf + 0.2, 0, 1), calibrated)  # the same answers, 20 points too sure
+    assert p < 0.01
+    assert cb.ece_by_chance(conf, calibrated) == cb.ece_by_chance(conf, calibrated)  # fixed seed
+
+
 def test_shifted_letters_map_back_to_options():
     q = Question("1", "?", list("abcdef"))
     tail, order = shifted_tail(q, 2)

@@ -33,6 +33,19 @@ def test_metric_hand_computed():
     assert m["score"] == pytest.approx((1.0 + 0.45 + 0.5 + 0.0) / 4)
 
 
+def test_calibration_hand_computed():
+    from pipeline.evaluation.metric import calibration
+
+    c = calibration([({"A": 0.9, "B": 0.1}, "A", "A"),  # right at 0.9: off by 0.1, half the questions
+                     ({"A": 0.4, "B": 0.6}, "B", "A"),  # wrong at 0.6: off by 0.6
+                     ({}, "", "A"),  # failed: no probabilities, not counted
+                     ({"A": 1.0}, "A", "")])  # no gold answer, not counted
+    assert c["mean_confidence"] == pytest.approx(0.75)
+    assert c["ece"] == pytest.approx(0.5 * 0.1 + 0.5 * 0.6)
+    assert 0 < c["ece_chance"] < 1 and 0 <= c["ece_p"] <= 1
+    assert calibration([({}, "", "A")]) == {}
+
+
 def test_page_proximity_edges():
     assert page_proximity("a", 1, "a", 1, 1) == 1.0
     assert page_proximity("a", 10, "a", 1, 10) == pytest.approx(0.1)
@@ -185,6 +198,7 @@ def test_batch_command_end_to_end(tmp_path, models, manual_pdf, pdfgen, monkeypa
     assert m["n"] == 1 and m["doc_accuracy"] == 1.0 and m["answer_accuracy"] == 1.0 and m["page_proximity"] == 1.0
     assert "broken.pdf" in m["indexing"]["failed"] and m["failed"] == 0
     assert {"recall@1_retrieval", "recall@20_rerank", "page_proximity", "score"} <= set(m)
+    assert m["ece"] == pytest.approx(1 - m["mean_confidence"])  # one question, answered right
     (trace,) = [json.loads(line) for line in open(out / "trace.jsonl", encoding="utf-8")]
     assert trace["gold_rank"]["rerank"] >= 1 and set(trace["probabilities"]) == set("ABCDEF")
     assert all({"dense", "lexical", "fused", "rerank"} <= set(c["scores"]) for c in trace["candidates"])

@@ -350,6 +350,17 @@ def metrics_markdown(m: dict, name: str, missing_note: str = "") -> str:
         lines += ["", f"**Score: {m['score']:.3f}** = 0.5 × answer accuracy {m['answer_accuracy']:.3f} "
                       f"+ 0.25 × document accuracy {m['doc_accuracy']:.3f} "
                       f"+ 0.25 × page proximity {m['page_proximity']:.3f}"]
+        if "ece" in m:
+            said = (f"Probabilities: the chosen option's probability averaged {m['mean_confidence']:.0%} and it was "
+                    f"right {m['answer_accuracy']:.0%} of the time")
+            if m.get("n", 0) < 30:
+                said += " (too few questions to judge their calibration)"
+            else:
+                verdict = "the probabilities are off" if m["ece_p"] < 0.05 else "no sign that they are off"
+                said += (f"; calibration error (ECE, 10 bins) {m['ece']:.3f}, where a perfectly calibrated answerer "
+                         f"would show {m['ece_chance']:.3f} by chance on these questions (p = {m['ece_p']:.2f}: "
+                         f"{verdict})")
+            lines += ["", said]
     elif "n_answerable" in m:  # a free-form run (questions without options)
         parts = []
         if m.get("n_answerable"):

@@ -14,7 +14,7 @@ WRONG_PAGE = "wrong page"
 FAILED = "failed"
 UNSTABLE = "answer changes with option order"  # only for runs with the order check (settings.order_check)
 KINDS = [ALL, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE, FAILED, UNSTABLE]
-METRICS = ["score", "answer_accuracy", "doc_accuracy", "page_proximity"]
+METRICS = ["score", "answer_accuracy", "doc_accuracy", "page_proximity", "ece"]
 # free-form runs (questions without options; pipeline.evaluation.free): a wrong answer is token F1 < 0.5
 ABSTAINED = "not found, but the answer was there"
 ANSWERED_UNANSWERABLE = "answered an unanswerable question"
@@ -51,6 +51,23 @@ def metrics(rows: list[dict]) -> dict:
     exact = sum(r["pred_doc"] == r["gold_doc"] and r["pred_page"] == r["gold_page"] for r in rows) / n
     return {"n": n, "score": 0.5 * ans + 0.25 * doc + 0.25 * page, "answer_accuracy": ans,
             "doc_accuracy": doc, "page_proximity": page, "page@1": exact}
+
+
+def calibration(predictions: list[tuple[dict, str, str]]) -> dict:
+    """Whether the probabilities shown mean what they say, from (probabilities, answer, gold answer) of each
+    question that was answered: the chosen option's probability on average (``mean_confidence``, to set
+    beside the answer accuracy), the expected calibration error of that probability (10 equal-width bins,
+    ``ece``), the ECE a perfectly calibrated answerer would show by chance at these confidences
+    (``ece_chance``) and the share of such chance draws at least as large as ``ece`` (``ece_p``)."""
+    from ..combiner import ece, ece_by_chance
+
+    rows = [(float(p[a]), a == g) for p, a, g in predictions if p and a in p and g]
+    if not rows:
+        return {}
+    conf, right = [c for c, _ in rows], [float(r) for _, r in rows]
+    chance, p_value = ece_by_chance(conf, right)
+    return {"mean_confidence": sum(conf) / len(conf), "ece": ece(conf, right), "ece_chance": chance,
+            "ece_p": p_value}
 
 
 def gold_rank(cands: list[Candidate], q: Question) -> int | None:

@@ -20,7 +20,7 @@ from ..index import Indexer
 from ..ingest import check_size
 from ..qa import Pipeline
 from ..types import Candidate, Question
-from .metric import gold_rank, metrics
+from .metric import calibration, gold_rank, metrics
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,7 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
             m.pop("answer_accuracy")
             m.pop("score")
         result.update(m)
+        result.update(calibration([(t.get("probabilities"), t.get("answer"), q.gold_answer) for q, t in gold]))
         for stage in ("retrieval", "rerank"):
             for k in ks:
                 result[f"recall@{k}_{stage}"] = sum(

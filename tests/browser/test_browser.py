@@ -413,6 +413,7 @@ def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path, t
     expect(alice.locator("#eval-message")).to_contain_text("finished", timeout=2 * ANSWER_TIMEOUT)
     expect(alice.locator("#run")).to_be_enabled(timeout=10_000)
     expect(alice.locator("#score")).to_contain_text("Score:")
+    expect(alice.locator("#score")).to_contain_text("too few questions to judge their calibration")
     expect(alice.locator("#question-table")).to_contain_text("q2")
     with alice.expect_download() as dl:
         alice.locator("#download-submission").click()
@@ -474,6 +475,7 @@ def test_compare_runs_in_the_ui(alice, out_dir):
     expect(alice.locator("#compare-summary")).to_contain_text("0 fixed", timeout=30_000)
     expect(alice.locator("#compare-summary")).to_contain_text("Before = first, after = first")
     expect(alice.locator("#deltas")).to_contain_text("score")
+    expect(alice.locator("#deltas")).to_contain_text("ece")
     assert not re.search(r"\d\.\d{4,}", text_of(alice, "deltas")), text_of(alice, "deltas")
     shot_at(alice, out_dir, "compare-summary", "evaluate-compare")
 
