@@ -413,8 +413,9 @@ def run_table(runs: list[Path], questions: dict, curves: dict | None = None) -> 
             if seed == 0 and curves is not None:
                 curves[f"{run.name}, T refit held-out"] = (Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float))
         t_all = cb.fit_temperature(Z, y, M)
-        shown = cb.ece(P.max(axis=1), (pred == y).astype(float))
-        chance, p_e = cb.ece_by_chance(P.max(axis=1), (pred == y).astype(float))
+        conf, right_shown = P.max(axis=1), (pred == y).astype(float)
+        shown = cb.ece(conf, right_shown)
+        chance, p_e = cb.ece_by_chance(conf, right_shown)
         acc = float((pred == y).mean())
         lo, hi = wilson(acc, len(qs))
         if first is None:

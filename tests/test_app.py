@@ -173,12 +173,13 @@ def test_metrics_text_says_how_far_the_probabilities_can_be_trusted():
     from webapp.views import metrics_markdown
 
     m = {"n_questions": 170, "n": 170, "failed": 0, "score": 0.84, "answer_accuracy": 0.73, "doc_accuracy": 0.98,
-         "page_proximity": 0.92, "mean_confidence": 0.76, "ece": 0.068, "ece_chance": 0.061, "ece_p": 0.35}
+         "page_proximity": 0.92, "calibration_n": 170, "mean_confidence": 0.76, "answered_accuracy": 0.73,
+         "ece": 0.068, "ece_chance": 0.061, "ece_p": 0.35}
     text = metrics_markdown(m, "run")
     assert "probability averaged 76% and it was right 73% of the time" in text and "ECE, 10 bins) 0.068" in text
     assert "would show 0.061 by chance" in text and "no sign that they are off" in text and "too few" not in text
     assert "the probabilities are off" in metrics_markdown({**m, "ece": 0.2, "ece_p": 0.0}, "bad run")
-    small = metrics_markdown({**m, "n": 2}, "small run")
+    small = metrics_markdown({**m, "calibration_n": 2}, "small run")
     assert "too few questions to judge their calibration" in small and "ECE" not in small
     assert "Probabilities" not in metrics_markdown({k: v for k, v in m.items() if "ece" not in k}, "old run")
 

@@ -40,7 +40,8 @@ def test_calibration_hand_computed():
                      ({"A": 0.4, "B": 0.6}, "B", "A"),  # wrong at 0.6: off by 0.6
                      ({}, "", "A"),  # failed: no probabilities, not counted
                      ({"A": 1.0}, "A", "")])  # no gold answer, not counted
-    assert c["mean_confidence"] == pytest.approx(0.75)
+    assert c["calibration_n"] == 2 and c["mean_confidence"] == pytest.approx(0.75)
+    assert c["answered_accuracy"] == pytest.approx(0.5)
     assert c["ece"] == pytest.approx(0.5 * 0.1 + 0.5 * 0.6)
     assert 0 < c["ece_chance"] < 1 and 0 <= c["ece_p"] <= 1
     assert calibration([({}, "", "A")]) == {}

@@ -352,8 +352,8 @@ def metrics_markdown(m: dict, name: str, missing_note: str = "") -> str:
                       f"+ 0.25 × page proximity {m['page_proximity']:.3f}"]
         if "ece" in m:
             said = (f"Probabilities: the chosen option's probability averaged {m['mean_confidence']:.0%} and it was "
-                    f"right {m['answer_accuracy']:.0%} of the time")
-            if m.get("n", 0) < 30:
+                    f"right {m['answered_accuracy']:.0%} of the time")
+            if m["calibration_n"] < 30:
                 said += " (too few questions to judge their calibration)"
             else:
                 verdict = "the probabilities are off" if m["ece_p"] < 0.05 else "no sign that they are off"

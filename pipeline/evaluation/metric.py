@@ -55,8 +55,9 @@ def metrics(rows: list[dict]) -> dict:
 
 def calibration(predictions: list[tuple[dict, str, str]]) -> dict:
     """Whether the probabilities shown mean what they say, from (probabilities, answer, gold answer) of each
-    question that was answered: the chosen option's probability on average (``mean_confidence``, to set
-    beside the answer accuracy), the expected calibration error of that probability (10 equal-width bins,
+    question that was answered (``calibration_n`` of them): the chosen option's probability on average
+    (``mean_confidence``) beside how often it was right (``answered_accuracy``: failed questions, counted wrong
+    by the answer accuracy, have no probability to judge), the expected calibration error of that probability (10 equal-width bins,
     ``ece``), the ECE a perfectly calibrated answerer would show by chance at these confidences
     (``ece_chance``) and the share of such chance draws at least as large as ``ece`` (``ece_p``)."""
     from ..combiner import ece, ece_by_chance
@@ -66,7 +67,8 @@ def calibration(predictions: list[tuple[dict, str, str]]) -> dict:
         return {}
     conf, right = [c for c, _ in rows], [float(r) for _, r in rows]
     chance, p_value = ece_by_chance(conf, right)
-    return {"mean_confidence": sum(conf) / len(conf), "ece": ece(conf, right), "ece_chance": chance,
+    return {"calibration_n": len(rows), "mean_confidence": sum(conf) / len(conf),
+            "answered_accuracy": sum(right) / len(right), "ece": ece(conf, right), "ece_chance": chance,
             "ece_p": p_value}
 
 
