@@ -17,7 +17,8 @@ switched off (hybrid retrieval, preceding passages, the k=10 retry, the
 verification pass), plus the extractive mode. Every model reading is cached
 in ``<work>/readings.jsonl`` by (question, passages): a run is resumable, and
 variants that show the model the same passages reuse its reading (and its
-measured seconds). Prints the table and writes it to ``bench/freeform.md``.
+measured seconds). Prints the table (with each row's paired F1 difference from the full
+system's, and its 95% bootstrap interval) and writes it to ``<work>/table.md``.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.backends.registry import Models
-from pipeline.evaluation.free import free_metrics, read_free_questions
+from pipeline.evaluation.free import free_metrics, read_free_questions, token_f1
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
 from pipeline.freeform import ANSWERABLE_TAIL, Reading, answer_free, free_reader, verify_tail
@@ -55,6 +56,7 @@ VARIANTS = [
     ("preceding passage off", {"free_preceding": False}),
     ("retry with k=10 off", {"free_retry_top_k": 0}),
     ("verification off", {"free_verify": False}),
+    ("verification abstains too (flag on)", {"free_judge_with_flag": True, "free_min_answerable": 0.0}),
     ("extractive instead of generative", {"free_mode": "extract"}),
     ("verbatim prompt (shortest words copied)", {"free_prompt": "verbatim"}),
 ]
@@ -174,16 +176,38 @@ class HeldOutFlag:
         return self.models[doc]
 
 
-def table(results: dict[str, list[dict]], secs: dict[str, list[float]], head: str) -> str:
+def paired_f1_delta(rows: list[dict], base: list[dict], n_boot: int = 2000, seed: int = 0
+                    ) -> tuple[float, float, float]:
+    """Mean token-F1 difference of ``rows`` against ``base`` over the answerable questions both answered, with its
+    95% paired bootstrap interval (questions resampled)."""
+    b = {r["qid"]: token_f1(r["pred"], r["gold"]) for r in base if r["gold"]}
+    d = np.array([token_f1(r["pred"], r["gold"]) - b[r["qid"]] for r in rows if r["gold"] and r["qid"] in b])
+    if not len(d):
+        return float("nan"), float("nan"), float("nan")
+    boot = d[np.random.default_rng(seed).integers(0, len(d), (n_boot, len(d)))].mean(axis=1)
+    return float(d.mean()), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
+
+
+def table(results: dict[str, list[dict]], head: str) -> str:
+    """One line per variant; the first is the baseline of the paired F1 differences."""
     lines = [head, "",
-             "| variant | F1 | EM | abstained (answerable) | abstention recall (unanswerable) | abstention precision "
-             "| doc acc | page acc | p50 s/question |", "|---|---|---|---|---|---|---|---|---|"]
-    for name, rows in results.items():
+             "| variant | F1 | F1 vs first row (95% CI) | EM | F1 when answered | \"not found\" on answerable "
+             "| abstention recall (unanswerable) | abstention precision | doc acc | page acc "
+             "| p50 s (answerable / unanswerable) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    base = next(iter(results.values()), [])
+
+    def p50(rows: list[dict]) -> str:
+        return f"{statistics.median(r['seconds'] for r in rows):.1f}" if rows else "–"
+
+    for i, (name, rows) in enumerate(results.items()):
         m = free_metrics(rows)
-        lines.append(f"| {name} | {m.get('f1', 0):.3f} | {m.get('exact_match', 0):.3f} | "
-                     f"{m.get('abstained_answerable', 0):.3f} | {m.get('abstention_recall', 0):.3f} | "
-                     f"{m.get('abstention_precision', float('nan')):.3f} | {m.get('doc_accuracy', 0):.3f} | "
-                     f"{m.get('page_accuracy', 0):.3f} | {statistics.median(secs[name]):.1f} |")
+        d, lo, hi = paired_f1_delta(rows, base)
+        delta = "–" if i == 0 else f"{d:+.3f} ({lo:+.3f} … {hi:+.3f})"
+        lines.append(f"| {name} | {m.get('f1', 0):.3f} | {delta} | {m.get('exact_match', 0):.3f} | "
+                     f"{m.get('f1_when_answered', 0):.3f} | {m.get('abstained_answerable', 0):.3f} | "
+                     f"{m.get('abstention_recall', 0):.3f} | {m.get('abstention_precision', float('nan')):.3f} | "
+                     f"{m.get('doc_accuracy', 0):.3f} | {m.get('page_accuracy', 0):.3f} | "
+                     f"{p50([r for r in rows if r['gold']])} / {p50([r for r in rows if not r['gold']])} |")
     return "\n".join(lines)
 
 
@@ -203,7 +227,6 @@ def run(a) -> str:
     pipes: dict[tuple, Pipeline] = {}
     caches: dict[str, ReadingCache] = {}  # by the answer's prompt (``free_prompt``); one file of readings
     results: dict[str, list[dict]] = {n: [] for n, _ in variants}
-    secs: dict[str, list[float]] = {n: [] for n, _ in variants}
     (a.work / "results").mkdir(exist_ok=True)
     log = open(a.work / "results" / f"rows-{a.tag}.jsonl", "w", encoding="utf-8")
     out = ""
@@ -220,24 +243,24 @@ def run(a) -> str:
             cache = caches[s.free_prompt]
             ans = answer_free(pipe, q, read=cache, flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings
-            secs[name].append(sum(t.values()))  # model seconds as measured when each reading was made
+            seconds = sum(t.values())  # model seconds as measured when each reading was made
             row = {"variant": name, "qid": q.qid, "pred": ans.text, "gold": q.gold_answer,
                    "pred_doc": ans.doc_name if ans.text else None, "gold_doc": q.gold_doc,
                    "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page, "reasons": ans.reasons,
-                   "seconds": secs[name][-1], "flag_score": ans.details.get("not_in_documents_score"),
+                   "seconds": seconds, "flag_score": ans.details.get("not_in_documents_score"),
                    "forced": ans.forced}
             results[name].append(row)
             log.write(json.dumps(row, ensure_ascii=False) + "\n")
             log.flush()
             print(f"  {i}/{len(items)} [{name}] {q.qid}: {ans.text or '(not found)'} | gold: {q.gold_answer or '-'}"
-                  f" | {sum(t.values()):.1f}s (new readings: {cache.fresh})", flush=True)
+                  f" | {seconds:.1f}s (new readings: {cache.fresh})", flush=True)
         n_ans = sum(1 for r in results[variants[0][0]] if r["gold"])
         head = (f"{n_ans} answerable + {i - n_ans} unanswerable questions: every {a.every}. question of "
                 f"{a.work / 'answerable.csv'} ({len(items)} in the subset; {i} done)")
         stamp = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
                  f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine: times are "
                  f"under load)")
-        out = f"{stamp}\n\n{table(results, secs, head)}\n"
+        out = f"{stamp}\n\n{table(results, head)}\n"
         (a.work / "table.md").write_text(out, encoding="utf-8")
     print(out)
     return out
@@ -253,9 +276,8 @@ def table_from_rows(a) -> str:
         by.setdefault(r["variant"], {})[r["qid"]] = r
     done = set.intersection(*(set(v) for v in by.values()))
     results = {n: [r for q, r in v.items() if q in done] for n, v in by.items()}
-    secs = {n: [r["seconds"] for r in rs] for n, rs in results.items()}
     n_ans = sum(1 for r in next(iter(results.values())) if r["gold"])
-    out = table(results, secs, f"{n_ans} answerable + {len(done) - n_ans} unanswerable questions")
+    out = table(results, f"{n_ans} answerable + {len(done) - n_ans} unanswerable questions")
     print(out)
     return out
 

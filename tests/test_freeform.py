@@ -147,6 +147,10 @@ def test_a_refusal_is_overruled_only_when_the_flag_says_the_library_holds_the_do
     assert decide(doubted, ps, Switches(judge_with_flag=True, verify=False, min_answerable=0), present=True)[0] \
         == "36 місяців"
     assert decide(Reading("36 місяців", "", 0.2, {"36 місяців": 0.2}), ps, Switches())[0] == ""  # no flag: they do
+    # the verification pass alone as a gate where the flag holds (bench.freeform's "verification abstains too")
+    gate = Switches(judge_with_flag=True, min_answerable=0)
+    assert decide(Reading("36 місяців", "", 0.1, {"36 місяців": 0.9}), ps, gate, present=True)[0] == "36 місяців"
+    assert decide(Reading("36 місяців", "", 0.9, {"36 місяців": 0.3}), ps, gate, present=True)[0] == ""
 
 
 # ---- with the real CPU models ----------------------------------------------------------------
