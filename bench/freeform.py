@@ -178,8 +178,8 @@ class HeldOutFlag:
 
 def paired_f1_delta(rows: list[dict], base: list[dict], n_boot: int = 2000, seed: int = 0
                     ) -> tuple[float, float, float]:
-    """Mean token-F1 difference of ``rows`` against ``base`` over the answerable questions both answered, with its
-    95% paired bootstrap interval (questions resampled)."""
+    """Mean token-F1 difference of ``rows`` against ``base`` over the answerable questions both have a row for
+    ("not found" counts as F1 0), with its 95% paired bootstrap interval (questions resampled)."""
     b = {r["qid"]: token_f1(r["pred"], r["gold"]) for r in base if r["gold"]}
     d = np.array([token_f1(r["pred"], r["gold"]) - b[r["qid"]] for r in rows if r["gold"] and r["qid"] in b])
     if not len(d):
