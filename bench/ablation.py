@@ -18,7 +18,7 @@ from pathlib import Path
 from pipeline.backends.registry import Models
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import evaluate, index_folder
-from pipeline.ingest import list_pdfs
+from pipeline.documents.ingest import list_pdfs
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 
@@ -53,7 +53,7 @@ def run(args) -> str:
         root = args.data_dir / key
         p = Pipeline(s, root=root, models=models)
         if key not in pipes:
-            index_folder(p.indexer, pdfs, say=lambda m: None)
+            index_folder(p.library, pdfs, say=lambda m: None)
             pipes[key] = p
         return p
 

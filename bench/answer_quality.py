@@ -4,7 +4,7 @@
     python -m bench.answer_quality features --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # 2. the same questions asked of a library WITHOUT their gold document (retrieval only, no LLM)
     python -m bench.answer_quality absent --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
-    # 3. grouped cross-validation, the fitted weights (pipeline/answer_weights.json), the table and the diagram
+    # 3. grouped cross-validation, the fitted weights (pipeline/answering/weights.json), the table and the diagram
     python -m bench.answer_quality fit --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # or, after 2 alone: refit only the not-in-documents flag (no LLM features needed)
     python -m bench.answer_quality flag --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
@@ -33,16 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import combiner
-from pipeline.answer import evidence_page
-from pipeline.answer_features import GROUPS, llm_features, support_features
+from pipeline.answering import flag
+from pipeline.answering.answer import evidence_page
+from pipeline.answering.features import GROUPS, llm_features, support_features
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
 from pipeline.qa import Pipeline
 from pipeline.types import LETTERS, Question
 from pipeline.settings import load_settings
 
-WEIGHTS = Path(__file__).resolve().parents[1] / "pipeline" / "answer_weights.json"
+WEIGHTS = Path(__file__).resolve().parents[1] / "pipeline" / "answering" / "weights.json"
 
 
 def ordered(questions):
@@ -62,7 +62,7 @@ def retrieval_record(pipe: Pipeline, q) -> tuple[dict, list, list]:
     rec = {"qid": q.qid, "gold": {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page},
            "doc": top.chunk.doc_name, "pages_by_letter": [evidence_page(top, q, L) for L in LETTERS[:len(q.options)]],
            "evidence": [c.chunk.chunk_id for c in evidence], "evidence_docs": [c.chunk.doc_name for c in evidence],
-           "candidates": _cands(reranked), "flag": combiner.flag_features(pipe.library, q, reranked, evidence),
+           "candidates": _cands(reranked), "flag": flag.flag_features(pipe.library, q, reranked, evidence),
            "seconds": {"retrieve": time.perf_counter() - t}}
     return rec, reranked, evidence
 
@@ -70,7 +70,7 @@ def retrieval_record(pipe: Pipeline, q) -> tuple[dict, list, list]:
 def open_pipe(args, root: Path) -> Pipeline:
     pipe = Pipeline(load_settings(args.profile), root=root)
     if pipe.library.n_chunks() == 0:
-        rep = index_folder(pipe.indexer, [p for p in args.pdfs.iterdir() if p.suffix.lower() == ".pdf"])
+        rep = index_folder(pipe.library, [p for p in args.pdfs.iterdir() if p.suffix.lower() == ".pdf"])
         print(f"indexed {len(rep['indexed'])} PDFs in {rep['seconds']:.0f}s", flush=True)
     return pipe
 

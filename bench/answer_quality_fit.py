@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import combiner as cb
+from pipeline.answering import calibration as cb
+from pipeline.evaluation import scoring
 from pipeline.evaluation.metric import page_proximity
 from pipeline.evaluation.questions import read_questions
 from pipeline.types import LETTERS
@@ -145,7 +146,7 @@ def evaluate_scorer(d: Data, names, fit_weights, seconds) -> dict:
         conf = P.max(axis=1)
         accs.append(sc["acc"])
         scores.append(sc["score"])
-        eces.append(cb.ece(conf, (pred == d.y).astype(float)))
+        eces.append(scoring.ece(conf, (pred == d.y).astype(float)))
         if P0 is None:
             P0, right0 = P, pred == d.y
     groups = set().union(*(NEEDS[n] for n in names))
@@ -185,7 +186,7 @@ def reliability_png(path: Path, curves: dict[str, tuple[np.ndarray, np.ndarray]]
             g.line(pts, fill=col, width=2)
         for px, py in pts:
             g.ellipse([px - 4, py - 4, px + 4, py + 4], fill=col)
-        g.text((L, H - B + 46 + 16 * k), f"{name}: ECE {cb.ece(conf, ok):.3f} (one split)", fill=col)
+        g.text((L, H - B + 46 + 16 * k), f"{name}: ECE {scoring.ece(conf, ok):.3f} (one split)", fill=col)
     img.save(path)
 
 
@@ -265,7 +266,7 @@ def run(args) -> None:
     Zraw = np.stack([cb.matrix(r, ["option"])[:, 0] for r in recs])
     P02 = np.stack([cb.softmax_masked(z / 0.2, m) for z, m in zip(Zraw, d.M)])  # today's probabilities
     pred02 = P02.argmax(axis=1)
-    ece02 = cb.ece(P02.max(axis=1), (pred02 == d.y).astype(float))
+    ece02 = scoring.ece(P02.max(axis=1), (pred02 == d.y).astype(float))
     for name in [a for a in ALONE if a in have]:
         results[name] = evaluate_scorer(d, [name], False, seconds)
     for name, feats in COMBOS.items():
@@ -409,13 +410,13 @@ def run_table(runs: list[Path], questions: dict, curves: dict | None = None) -> 
                 train = np.setdiff1d(np.arange(len(qs)), test)
                 T = cb.fit_temperature(Z[train], y[train], M[train])
                 Ph[test] = [cb.softmax_masked(Z[i] / T, M[i]) for i in test]
-            eces.append(cb.ece(Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float)))
+            eces.append(scoring.ece(Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float)))
             if seed == 0 and curves is not None:
                 curves[f"{run.name}, T refit held-out"] = (Ph.max(axis=1), (Ph.argmax(axis=1) == y).astype(float))
         t_all = cb.fit_temperature(Z, y, M)
         conf, right_shown = P.max(axis=1), (pred == y).astype(float)
-        shown = cb.ece(conf, right_shown)
-        chance, p_e = cb.ece_by_chance(conf, right_shown)
+        shown = scoring.ece(conf, right_shown)
+        chance, p_e = scoring.ece_by_chance(conf, right_shown)
         acc = float((pred == y).mean())
         lo, hi = wilson(acc, len(qs))
         if first is None:

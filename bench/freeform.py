@@ -37,10 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.backends.registry import Models
-from pipeline.evaluation.free import free_metrics, read_free_questions, token_f1
+from pipeline.evaluation.free import free_metrics, read_free_questions
+from pipeline.evaluation.scoring import token_f1
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
-from pipeline.freeform import ANSWERABLE_TAIL, Reading, answer_free, free_reader, verify_tail
+from pipeline.answering.freeform import ANSWERABLE_TAIL, Reading, answer_free, free_reader, verify_tail
 from pipeline.index import Library
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
@@ -103,7 +104,7 @@ def build(a) -> None:
     settings = load_settings(a.profile)
     models = Models(settings)
     full = Pipeline(settings, root=a.work / "lib-full", models=models)
-    report = index_folder(full.indexer, pdfs)
+    report = index_folder(full.library, pdfs)
     print(f"full library: {len(report['indexed'])} PDFs ({report['seconds']:.0f}s), {len(report['failed'])} failed")
     names = {d.name: d.doc_hash for d in full.library.documents()}
     full.library.close()  # copied below: nothing may be writing to it

@@ -649,7 +649,7 @@ def measure(sets: dict[str, tuple[Path, Path]], work: Path, variants: dict[str, 
         for label, over in variants.items():
             pipe = Pipeline(load_settings(**over), root=work / f"lib-{name}", models=models)
             t0 = time.perf_counter()
-            report = index_folder(pipe.indexer, [p for p in pdfs.iterdir() if p.suffix.lower() == ".pdf"], say=lambda m: None)
+            report = index_folder(pipe.library, [p for p in pdfs.iterdir() if p.suffix.lower() == ".pdf"], say=lambda m: None)
             if report["failed"]:
                 raise SystemExit(f"{name}: indexing failed: {report['failed']}")
             m, _ = evaluate(pipe, questions, answer=False)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pipeline.errors import IngestError, QuestionsError
 from pipeline.evaluation.questions import GOLD, REQUIRED, read_questions
-from pipeline.ingest import parse_pdf
+from pipeline.documents.ingest import parse_pdf
 from pipeline.settings import load_settings
 from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
 

@@ -42,13 +42,13 @@ import pymupdf4llm
 
 from pipeline.backends.e5 import E5Embedder
 from pipeline.backends.registry import Models
-from pipeline.chunking import TokenCounter, chunk_document
+from pipeline.documents.chunking import TokenCounter, chunk_document
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
 from pipeline.index import Library
-from pipeline.ingest import list_pdfs, parse_pdf
+from pipeline.documents.ingest import list_pdfs, parse_pdf
 from pipeline.qa import Pipeline
-from pipeline.retrieval import Retriever
+from pipeline.search.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
 
@@ -224,7 +224,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         pipe = Pipeline(s, root=tmp, models=models)
-        rep = index_folder(pipe.indexer, files, say=lambda m: None)
+        rep = index_folder(pipe.library, files, say=lambda m: None)
         rows.append((f"index {len(files)} PDFs from scratch", f"{rep['seconds']:.0f} s ({pipe.library.n_chunks()} chunks)"))
         questions, _ = read_questions(a.questions.read_bytes())
         models.answerer  # load outside the timings

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 from .errors import QuestionError
-from .ingest import safe_name
+from .documents.ingest import safe_name
 from .types import LETTERS, Question
 
 
@@ -33,7 +33,7 @@ def check_question(question: str, options: Sequence[str], settings, free_ok: boo
 
 def missing_gold_documents(questions: Iterable[Question], library_names: Iterable[str]) -> list[tuple[str, int]]:
     """Gold documents (``Doc_ID``) that are not in the library, each with how many questions cite it,
-    most cited first. Names are compared as the library stores them (:func:`pipeline.ingest.safe_name`)."""
+    most cited first. Names are compared as the library stores them (:func:`pipeline.documents.ingest.safe_name`)."""
     have = {safe_name(n) for n in library_names}
     cited = Counter(q.gold_doc for q in questions if q.gold_doc and safe_name(q.gold_doc) not in have)
     return sorted(cited.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import answer as answering
+from .answering import answer as answering
 from .backends.registry import Models
 from .errors import EmptyLibrary
 from .index import DocInfo, Library, Progress
-from .combiner import not_in_documents
-from .pages import rescore_pages
-from .rerank import make_reranker, rerank
-from .retrieval import Retriever
+from .answering.flag import not_in_documents
+from .search.pages import rescore_pages
+from .search.rerank import make_reranker, rerank
+from .search.retrieval import Retriever
 from .settings import Settings
 from .types import Answer, Candidate, Question
 
@@ -29,7 +29,6 @@ class Pipeline:
         self.models = models or Models(settings)
         self.library = Library(Path(root) if root else settings.data_dir / "library", self.models.embedder, settings,
                                background=background)
-        self.indexer = self.library.indexer
         self.retriever = Retriever.for_library(self.library, self.models.embedder, settings)
         self.reranker = make_reranker(settings, self.library, self.models.embedder, self.models.reranker)
 
@@ -72,7 +71,7 @@ class Pipeline:
         return answering.order_check(self.models.answerer, q, evidence, self.settings, n)
 
     def ask_free(self, text: str, qid: str = "ask"):
-        """A short answer to a question without options, or an abstention (``pipeline.freeform.FreeAnswer``)."""
-        from .freeform import answer_free
+        """A short answer to a question without options, or an abstention (``pipeline.answering.freeform.FreeAnswer``)."""
+        from .answering.freeform import answer_free
 
         return answer_free(self, Question(qid, text, []))

@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     top_k_answer: int = 2
     neighbours: bool = False
 
-    # ---- page choice inside the top document (pipeline/pages.py) ----
+    # ---- page choice inside the top document (pipeline/search/pages.py) ----
     # its candidates among the first page_pool re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best
     # option); w = 0 turns it off (0.7 in the cpu profile, measured there; other profiles' rerankers were not)
     page_rescore_weight: float = 0.0
@@ -100,7 +100,7 @@ class Settings(BaseSettings):
 
     # ---- answering (continued) ----
     # option: each option's likelihood after "Відповідь:"; listed: the same after the six options written out
-    # (pipeline.prompts.option_tail); letter: the lettered options' letter; calibrated: pipeline/combiner.py
+    # (pipeline.prompts.option_tail); letter: the lettered options' letter; calibrated: pipeline/answering/calibration.py
     scorer: Literal["letter", "option", "listed", "combined", "calibrated"] = "option"
     option_temperature: float = 0.2
     listed_temperature: float = 0.1  # the listed scorer's (its log-likelihoods are closer together)
@@ -123,10 +123,10 @@ class Settings(BaseSettings):
     answer_orders: int = 1
     order_check: int = 0  # batch runs: re-score each answer with its options in this many orders (0 = off; Ask has a button)
 
-    # ---- free-form answers: questions without options (pipeline.freeform; measured in bench/freeform.md) ----
+    # ---- free-form answers: questions without options (pipeline.answering.freeform; measured in bench/freeform.md) ----
     free_mode: Literal["generate", "extract"] = "generate"  # greedy short answer, or the best-scoring span
     # the generated answer's request: "short" (a word, phrase or one sentence) or "verbatim" (the shortest words
-    # copied from the passages); pipeline.freeform.TAILS
+    # copied from the passages); pipeline.answering.freeform.TAILS
     free_prompt: Literal["short", "verbatim"] = "short"
     free_preceding: bool = True  # each passage shown after the end of the passage before it
     free_preceding_tokens: int = 160

@@ -29,7 +29,7 @@ class Document:
     name: str
     pages: list[Page]
     warnings: list[str] = field(default_factory=list)
-    title: str = ""  # for people (pipeline.titles.title_of): metadata title, first heading or first line
+    title: str = ""  # for people (pipeline.documents.titles.title_of): metadata title, first heading or first line
 
     @property
     def n_pages(self) -> int:

@@ -13,7 +13,7 @@ APP=$(mktemp -d); MD=$(mktemp -d)
 git -C "$ROOT" archive HEAD | tar -x -C "$APP"
 cd "$APP"
 echo "python: $($PY -V); /data: $(ls -ld /data 2>&1)"
-echo "tesseract: $($PY -c 'from pipeline.ingest import tessdata; print(tessdata("ukr+eng"))')"
+echo "tesseract: $($PY -c 'from pipeline.documents.ingest import tessdata; print(tessdata("ukr+eng"))')"
 start=$(date +%s)
 SPACE_ID=someone/pdf-qa SYSTEM=spaces PDFQA_MODEL_DIR=$MD $PY app.py --port "$PORT" > app.log 2>&1 &
 pid=$!

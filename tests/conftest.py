@@ -15,7 +15,7 @@ def embedder():
 
 @pytest.fixture(scope="session")
 def counter(embedder):
-    from pipeline.chunking import TokenCounter
+    from pipeline.documents.chunking import TokenCounter
 
     return TokenCounter(embedder.count_word_tokens)
 

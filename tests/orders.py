@@ -1,6 +1,6 @@
 """The generated one-word fact whose listed-scorer answer follows the options' order, and the loop over the
 six cyclic orders that both its tests (tests/test_llama_cpp.py, tests/test_answer.py) run."""
-from pipeline.answer import option_orders
+from pipeline.answering.answer import option_orders
 from pipeline.types import LETTERS, Question
 
 CLEANING = Question("c", "Як часто слід мити резервуар для води зволожувача?",

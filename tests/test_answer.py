@@ -1,7 +1,7 @@
-"""The option-order check (pipeline.answer.order_check), with the real shipped model."""
+"""The option-order check (pipeline.answering.answer.order_check), with the real shipped model."""
 import numpy as np
 
-from pipeline.answer import option_orders, order_check, score_once, score_options
+from pipeline.answering.answer import option_orders, order_check, score_once, score_options
 from pipeline.settings import load_settings
 from pipeline.types import LETTERS, Candidate, Chunk, Question
 

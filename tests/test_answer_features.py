@@ -1,9 +1,9 @@
 """Per-option features and the calibrated scorer, with the real shipped model."""
 import numpy as np
 
-from pipeline import combiner
-from pipeline.answer import score_options
-from pipeline.answer_features import letter_debiased, llm_features, support_features
+from pipeline.answering import calibration as combiner
+from pipeline.answering.answer import score_options
+from pipeline.answering.features import letter_debiased, llm_features, support_features
 from pipeline.settings import load_settings
 from pipeline.types import Candidate, Chunk, Question
 

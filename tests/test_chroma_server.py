@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.errors import BackendUnavailable
 from pipeline.index import Library
-from pipeline.retrieval import Retriever
+from pipeline.search.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
 from serving import ROOT, chroma_cmd, free_port, server
@@ -28,7 +28,7 @@ REOPEN = textwrap.dedent("""
     from pipeline.backends.e5 import E5Embedder
     from pipeline.errors import BackendUnavailable
     from pipeline.index import Library
-    from pipeline.retrieval import Retriever
+    from pipeline.search.retrieval import Retriever
     from pipeline.settings import load_settings
     from pipeline.types import Question
     calls = []

@@ -1,5 +1,5 @@
-from pipeline.chunking import TokenCounter, chunk_document, plain
-from pipeline.ingest import _headings
+from pipeline.documents.chunking import TokenCounter, chunk_document, plain
+from pipeline.documents.ingest import _headings
 from pipeline.types import Document, Page
 
 

@@ -1,8 +1,9 @@
 """The combiner's arithmetic (no model): conditional logit, temperature, ECE, features, the fitted file."""
 import numpy as np
 
-from pipeline import combiner as cb
-from pipeline.answer_features import letter_debiased, shifted_tail
+from pipeline.answering import calibration as cb
+from pipeline.evaluation import scoring
+from pipeline.answering.features import letter_debiased, shifted_tail
 from pipeline.types import Question
 
 
@@ -40,20 +41,20 @@ def test_masked_option_gets_no_probability():
 
 def test_ece():
     conf = np.full(100, 0.8)
-    assert np.isclose(cb.ece(conf, np.r_[np.ones(80), np.zeros(20)]), 0.0)
-    assert np.isclose(cb.ece(conf, np.ones(100)), 0.2)
+    assert np.isclose(scoring.ece(conf, np.r_[np.ones(80), np.zeros(20)]), 0.0)
+    assert np.isclose(scoring.ece(conf, np.ones(100)), 0.2)
 
 
 def test_ece_by_chance_tells_noise_from_miscalibration():
     rng = np.random.default_rng(1)
     conf = rng.uniform(0.3, 1.0, 170)
     calibrated = (rng.random(170) < conf).astype(float)  # right exactly as often as it says
-    chance, p = cb.ece_by_chance(conf, calibrated)
+    chance, p = scoring.ece_by_chance(conf, calibrated)
     assert 0.03 < chance < 0.10  # 170 questions in 10 bins: a calibrated answerer's ECE is not 0
     assert p > 0.05
-    chance, p = cb.ece_by_chance(np.clip(conf + 0.2, 0, 1), calibrated)  # the same answers, 20 points too sure
+    chance, p = scoring.ece_by_chance(np.clip(conf + 0.2, 0, 1), calibrated)  # the same answers, 20 points too sure
     assert p < 0.01
-    assert cb.ece_by_chance(conf, calibrated) == cb.ece_by_chance(conf, calibrated)  # fixed seed
+    assert scoring.ece_by_chance(conf, calibrated) == scoring.ece_by_chance(conf, calibrated)  # fixed seed
 
 
 def test_shifted_letters_map_back_to_options():
@@ -79,7 +80,7 @@ def test_fitted_weights_file_is_usable():
 def test_flag_terms_meet_across_inflections_and_skip_question_words():
     """A question's "одна година" must meet a page's "однієї години" (lemmas, not word prefixes), and its
     interrogatives, which no document needs to contain, are not counted as missing evidence."""
-    from pipeline.combiner import _terms
+    from pipeline.answering.flag import _terms
 
     q = _terms("Скільки коштує одна година паркування?")
     page = _terms("Вартість однієї години паркування становить 20 гривень. Доба паркування коштує 150 гривень.")

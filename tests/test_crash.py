@@ -233,7 +233,7 @@ TERMS = ["кавоварка", "пилосос", "холодильник", "мі
 
 @pytest.mark.timeout(1200)
 def test_sigkill_during_background_embedding_resumes_without_embedding_twice(tmp_path, embedder, pdfgen):
-    from pipeline.retrieval import Retriever
+    from pipeline.search.retrieval import Retriever
     from pipeline.types import Question
 
     sections = [(f"Стаття {j + 1}. Правила для {t}", f"Приймальний пункт ремонтує {t} модель {j} протягом "

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.chunking import TokenCounter, chunk_document
+from pipeline.documents.chunking import TokenCounter, chunk_document
 from pipeline.backends.e5_numpy import NumpyE5, weights_path
 from pipeline.backends.e5 import E5Embedder
-from pipeline.ingest import parse_pdf
+from pipeline.documents.ingest import parse_pdf
 
 SAMPLE = Path(__file__).parent.parent / "assets" / "sample"
 

@@ -7,9 +7,9 @@ import numpy as np
 import pymupdf
 import pytest
 
-from pipeline.evidence import (DISPLAY_WIDTH, MAX_DISPLAY_HEIGHT, MIN_SCALE, chunk_lines, crop_rect, evidence_for, evidence_views,
-                               supporting_lines, why_this_answer)
-from pipeline.ingest import _align, parse_pdf
+from pipeline.documents.evidence import (DISPLAY_WIDTH, MAX_DISPLAY_HEIGHT, MIN_SCALE, chunk_lines, crop_rect, evidence_for,
+                                         evidence_views, score_lines, strongest, why_this_answer)
+from pipeline.documents.ingest import _align, parse_pdf
 from pipeline.types import Chunk, Page
 
 TITLE = "Спосіб застосування та дози"
@@ -79,6 +79,10 @@ def test_lines_are_the_chunk_lines_with_their_text(tmp_path):
     lines = chunk_lines(page, chunk)
     assert [ln.text for ln in lines] == LINES  # the title is not in the chunk
     assert all(a.box[3] <= b.box[1] for a, b in zip(lines, lines[1:]))  # top to bottom, one box per line
+
+
+def supporting_lines(page, chunk, question, option_text, k=2):
+    return strongest(score_lines(chunk_lines(page, chunk), question, option_text, "lemma"), k)
 
 
 def test_supporting_lines_favour_the_options_own_words(tmp_path):

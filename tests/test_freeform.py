@@ -3,10 +3,10 @@ import pymupdf
 import pytest
 
 from pipeline.errors import QuestionsError
-from pipeline.evaluation.free import (exact_match, free_metrics, is_free_form, norm_answer, read_free_questions,
-                                      token_f1, write_free_outputs)
-from pipeline.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
-from pipeline.retrieval import query_text
+from pipeline.evaluation.free import free_metrics, is_free_form, read_free_questions, write_free_outputs
+from pipeline.evaluation.scoring import exact_match, norm_answer, token_f1
+from pipeline.answering.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
+from pipeline.search.retrieval import query_text
 from pipeline.settings import load_settings
 from pipeline.types import Question
 
@@ -75,7 +75,7 @@ def test_a_csv_without_option_columns_is_free_form():
 def test_free_prompt_is_cut_to_the_context_keeping_the_question():
     from pipeline.backends.vllm_engine import VllmAnswerer
     from pipeline.backends.vocab import qwen_vocab
-    from pipeline.freeform import FreeReader, free_prompt
+    from pipeline.answering.freeform import FreeReader, free_prompt
     from pipeline.prompts import cut_to_tokens
 
     vocab = qwen_vocab()
@@ -197,7 +197,7 @@ def test_a_question_about_a_document_that_is_not_there_is_not_found_without_read
 
 
 def test_a_forced_answer_says_so_in_the_app():
-    from pipeline.freeform import FreeAnswer
+    from pipeline.answering.freeform import FreeAnswer
     from webapp.views import free_answer_markdown
 
     def shown(tries):
@@ -212,7 +212,7 @@ def test_every_answer_prompt_setting_has_its_request_and_its_forced_request():
     one without it, both ending in the assistant's turn."""
     from typing import get_args
 
-    from pipeline.freeform import TAILS
+    from pipeline.answering.freeform import TAILS
     from pipeline.settings import Settings
 
     assert set(get_args(Settings.model_fields["free_prompt"].annotation)) == set(TAILS)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from pipeline.index import Library
-from pipeline.ingest import IngestError, parse_pdf
+from pipeline.documents.ingest import IngestError, parse_pdf
 from pipeline.settings import load_settings
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from pipeline.evaluation.run import index_folder
 from pipeline.index import Library
-from pipeline.ingest import IngestError
+from pipeline.documents.ingest import IngestError
 from pipeline.backends.registry import Models
 from pipeline.qa import Pipeline
-from pipeline.retrieval import Retriever
+from pipeline.search.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
 
@@ -37,7 +37,7 @@ def test_reopened_in_a_new_process_gives_same_results_without_reembedding(tmp_pa
         sys.path.insert(0, {str(ROOT)!r})
         from pipeline.backends.e5 import E5Embedder
         from pipeline.index import Library
-        from pipeline.retrieval import Retriever
+        from pipeline.search.retrieval import Retriever
         from pipeline.settings import load_settings
         from pipeline.types import Question
         calls = []
@@ -95,7 +95,7 @@ def test_bad_files_fail_alone_and_the_batch_completes(tmp_path, embedder, pdfgen
     s = load_settings()
     pipe = Pipeline(s, root=tmp_path / "lib", models=Models(s, embedder=embedder))  # indexing only: no answer model
     said = []
-    report = index_folder(pipe.indexer, folder.iterdir(), say=said.append)
+    report = index_folder(pipe.library, folder.iterdir(), say=said.append)
     assert report["indexed"] == ["a_good.pdf", "d_scanned.pdf"]  # the scan is read by OCR
     failed = report["failed"]
     assert "damaged" in failed["b_corrupt.pdf"]

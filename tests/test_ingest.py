@@ -4,8 +4,8 @@ import time
 import pymupdf
 import pytest
 
-from pipeline import ingest
-from pipeline.ingest import Deadline, IngestError, _clean_pages, parse_pdf
+from pipeline.documents import ingest
+from pipeline.documents.ingest import Deadline, IngestError, _clean_pages, parse_pdf
 
 
 def test_parse_generated_manual(manual_pdf):

@@ -3,12 +3,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = {"ingest", "chunking", "index", "retrieval", "rerank", "answer", "qa", "render", "evaluation", "evaluate"}
+# the stage packages, lowest first: each may import the ones before it, never the ones after
+LAYERS = ["documents", "index", "search", "answering", "qa", "evaluation"]
+STAGES = {*LAYERS, "evaluate"}
 
 
-def imports(path: Path) -> set[str]:
-    """Absolute names of the modules ``path`` imports (relative imports resolved)."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+def imports(path: Path, root: Path = ROOT) -> set[str]:
+    """Absolute names of the modules ``path`` imports, function-local imports too (relative ones resolved)."""
+    parts = path.relative_to(root).with_suffix("").parts
+    package = ".".join(parts[:-1])
     out = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -25,6 +28,11 @@ def modules(folder: str) -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
 
+def module_name(path: Path, root: Path = ROOT) -> str:
+    name = ".".join(path.relative_to(root).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
 def test_the_pipeline_never_imports_the_web_app():
     for f in modules("pipeline"):
         bad = {m for m in imports(f) if m.split(".")[0] in ("webapp", "app", "gradio")}
@@ -38,13 +46,65 @@ def test_backends_never_call_the_stages():
 
 
 def test_stages_see_models_only_through_the_interfaces():
-    for name in ("ingest", "chunking", "index", "retrieval", "rerank", "answer", "render"):
-        files = modules(f"pipeline/{name}") if (ROOT / "pipeline" / name).is_dir() else [ROOT / f"pipeline/{name}.py"]
-        for f in files:
+    for name in ("documents", "index", "search", "answering"):
+        for f in modules(f"pipeline/{name}"):
             bad = {m for m in imports(f) if m.startswith("pipeline.backends.") and m.split(".")[2] != "base"}
             assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
 
 
-def test_the_rules_see_imports():  # the checker itself: a relative import is resolved to its module
-    got = imports(ROOT / "pipeline" / "rerank.py")
-    assert "pipeline.backends.base" in got and "pipeline.retrieval" in got
+def test_each_stage_imports_only_the_stages_before_it():
+    for i, layer in enumerate(LAYERS):
+        later = set(LAYERS[i + 1:])
+        files = modules(f"pipeline/{layer}") if (ROOT / "pipeline" / layer).is_dir() else [ROOT / f"pipeline/{layer}.py"]
+        for f in files:
+            bad = {m for m in imports(f) if m.startswith("pipeline.") and m.split(".")[1] in later}
+            assert not bad, f"{f.relative_to(ROOT)} ({layer}) imports a later stage: {bad}"
+
+
+def import_cycles(folder: Path, root: Path = ROOT) -> list[list[str]]:
+    """Groups of modules under ``folder`` that import each other, directly or round a loop (Tarjan's strongly
+    connected components)."""
+    mods = {module_name(f, root): f for f in sorted(folder.rglob("*.py"))}
+    graph = {m: {i for i in imports(f, root) if i in mods and i != m} for m, f in mods.items()}
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    assert import_cycles(ROOT / "pipeline") == []
+
+
+def test_the_rules_see_imports_and_cycles(tmp_path):  # the checker itself
+    got = imports(ROOT / "pipeline" / "search" / "rerank.py")
+    assert "pipeline.backends.base" in got and "pipeline.search.retrieval" in got
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("def f():\n    from .b import g\n")  # a function-local import counts
+    (tmp_path / "pkg" / "b.py").write_text("from .a import f\n")
+    (tmp_path / "pkg" / "c.py").write_text("from . import a\n")
+    assert import_cycles(tmp_path / "pkg", tmp_path) == [["pkg.a", "pkg.b"]]

@@ -5,7 +5,7 @@ import zlib
 
 import pymupdf
 
-from pipeline.page_budget import heavy_page, inflated_size, page_streams, stream_size
+from pipeline.documents.page_budget import heavy_page, inflated_size, page_streams, stream_size
 
 MB = 2**20
 

@@ -1,10 +1,10 @@
-"""pipeline/pages.py: the top document's passages re-ordered by the question joined with an option."""
+"""pipeline/search/pages.py: the top document's passages re-ordered by the question joined with an option."""
 from __future__ import annotations
 
 import pytest
 
 from pipeline.index import Library
-from pipeline.pages import joint_lexical, rescore_pages
+from pipeline.search.pages import joint_lexical, rescore_pages
 from pipeline.settings import load_settings
 from pipeline.types import Candidate, Question
 

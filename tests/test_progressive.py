@@ -10,7 +10,7 @@ import pymupdf
 from counting import CountingEmbedder
 from pipeline.index import Library
 from pipeline.qa import Pipeline
-from pipeline.retrieval import Retriever
+from pipeline.search.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
 

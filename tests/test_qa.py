@@ -53,7 +53,7 @@ def test_empty_library_says_so(tmp_path, models):
 
 def test_not_in_documents_flag(pipe):
     """Fires for a question about a document the library lacks, not for one about a document it holds."""
-    from pipeline.combiner import not_in_documents
+    from pipeline.answering.flag import not_in_documents
 
     absent = Question("absent", "Яку максимальну швидкість розвиває електросамокат «Вітерець-3» з батареєю 10 А·год?",
                       ["15 км/год", "20 км/год", "25 км/год", "30 км/год", "35 км/год", "40 км/год"])

@@ -19,9 +19,9 @@ from pipeline.backends.remote import RemoteAnswerer, RemoteEmbedder, RemoteReran
 from pipeline.backends.shipped import shipped_gguf
 from pipeline.backends.vocab import qwen_vocab
 from pipeline.errors import BackendError, BackendUnsupported
-from pipeline.freeform import ANSWERABLE_TAIL, GEN_TAIL, FreeReader, verify_tail
+from pipeline.answering.freeform import ANSWERABLE_TAIL, GEN_TAIL, FreeReader, verify_tail
 from pipeline.prompts import RERANK_PREFIX, RERANK_SUFFIX, letter_tail, rerank_query, shared_prompt
-from pipeline.rerank import rerank
+from pipeline.search.rerank import rerank
 from pipeline.settings import load_settings
 from pipeline.types import Candidate, Chunk, Question
 from serving import JsonHandler, free_port, serve, server

@@ -7,11 +7,10 @@ from pathlib import Path
 import numpy as np
 import pymupdf
 import pytest
-from PIL import Image, ImageDraw
 
-from pipeline.ingest import parse_pdf
-from pipeline.render import (caption_font, chunk_boxes, chunk_word_indices, evidence_image, merge_line_boxes,
-                             render_page, side_by_side)
+from pipeline.documents.ingest import parse_pdf
+from pipeline.documents.render import (chunk_boxes, chunk_word_indices, evidence_image, merge_line_boxes,
+                             render_page)
 from pipeline.types import Chunk
 
 TITLE = "Інструкція для медичного застосування"
@@ -259,24 +258,3 @@ def test_evidence_image(sample):
     with pytest.raises(ValueError):
         evidence_image(shelf, chunk, 5)
 
-
-def test_side_by_side_with_cyrillic_captions():
-    left = Image.new("RGB", (200, 300), (255, 255, 255))
-    right = Image.new("RGB", (150, 250), (200, 230, 255))
-    out = side_by_side(left, right, ("Знайдено: стор. 3", "Еталон: стор. 4 " * 10), gap=10)
-    assert out.mode == "RGB" and out.width == 360
-    band = out.height - 300
-    assert 10 < band < 60
-    a = np.asarray(out)
-    assert (a[:band, :200] < 128).any() and (a[:band, 210:] < 128).any()  # both captions drawn
-    assert np.array_equal(a[band:, :200], np.asarray(left))
-    assert np.array_equal(a[band:band + 250, 210:], np.asarray(right))
-    assert np.array_equal(np.asarray(side_by_side(left, right, gap=10)).shape, (300, 360, 3))  # no labels, no band
-    # the caption font really draws Cyrillic letters (Pillow's built-in font shows boxes)
-    font = caption_font(20)
-
-    def glyph(ch):
-        im = Image.new("L", (40, 40), 255)
-        ImageDraw.Draw(im).text((5, 5), ch, font=font, fill=0)
-        return np.asarray(im)
-    assert not np.array_equal(glyph("Ж"), glyph("Ш"))

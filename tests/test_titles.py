@@ -4,8 +4,8 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
-from pipeline.ingest import parse_pdf
-from pipeline.titles import MAX_CHARS, shorten, title_of, usable
+from pipeline.documents.ingest import parse_pdf
+from pipeline.documents.titles import MAX_CHARS, shorten, title_of, usable
 from tests import pdfgen
 
 TITLE = "Порядок зберігання архівних документів"

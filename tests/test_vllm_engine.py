@@ -292,7 +292,7 @@ def test_vllm_yes_no_from_the_first_tokens_top_logprobs(vocab):
 
 
 def test_free_reader_on_vllm_opens_qwen3_answers_with_an_empty_think_block(vocab):
-    from pipeline.freeform import FreeReader
+    from pipeline.answering.freeform import FreeReader
 
     def reply(p, params):
         if "stop" in params:

@@ -10,8 +10,8 @@ import gradio as gr
 
 from pipeline.checks import check_question
 from pipeline.errors import PdfQaError
-from pipeline.evidence import evidence_for, why_this_answer
-from pipeline.freeform import answer_page
+from pipeline.documents.evidence import evidence_for, why_this_answer
+from pipeline.answering.freeform import answer_page
 from pipeline.types import LETTERS, Candidate, Question
 
 from . import views as V
@@ -27,7 +27,7 @@ SCROLL_TO_ANSWER = "() => { const e = document.getElementById('answer'); if (e) 
 
 def examples_visible(ctx: Context, sid: str) -> bool:
     """The sample's examples are shown only when the library holds a document they ask about."""
-    from pipeline.ingest import safe_name
+    from pipeline.documents.ingest import safe_name
 
     if not ctx.examples or not valid_session_id(sid) or not ctx.store.exists(sid):
         return False

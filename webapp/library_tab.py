@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 
 from pipeline.errors import IngestError
-from pipeline.ingest import check_size, list_pdfs, safe_name
+from pipeline.documents.ingest import check_size, list_pdfs, safe_name
 
 from . import views as V
 from .common import Context, df, handled, message, need_sid, user_error

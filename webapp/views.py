@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator
 
 import pandas as pd
 
-from pipeline.answer import evidence_page
-from pipeline.ingest import safe_name
+from pipeline.answering.answer import evidence_page
+from pipeline.documents.ingest import safe_name
 from pipeline.types import LETTERS, Answer, Question
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ def timing_rows(timings: dict[str, float]) -> list[list]:
 
 # ---- free-form answers (questions without options) ------------------------------
 def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
-    """A short answer with its document and page, or "not found" with the reasons (``pipeline.freeform.FreeAnswer``)."""
+    """A short answer with its document and page, or "not found" with the reasons (``pipeline.answering.freeform.FreeAnswer``)."""
     label = doc_label((titles or {}).get(fa.doc_name or "", ""), fa.doc_name) if fa.doc_name else ""
     if fa.abstained:
         why = "; ".join(fa.reasons) or "the passages do not hold an answer"
@@ -314,7 +314,7 @@ def order_markdown(check: dict, asked_probs: dict[str, float]) -> str:
 
 def picture(library, chunk_id: str | None, doc_hash: str | None, page: int | None):
     """A page image: ``page`` of ``doc_hash`` with ``chunk_id``'s words highlighted (if on that page)."""
-    from pipeline.render import evidence_image, render_page
+    from pipeline.documents.render import evidence_image, render_page
 
     if doc_hash is None or page is None:
         return None

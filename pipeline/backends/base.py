@@ -1,14 +1,14 @@
 """The three model roles as interfaces, and what they return.
 
-The stages (``pipeline.index``, ``pipeline.retrieval``, ``pipeline.rerank``,
-``pipeline.answer``) see models only through these classes; the backends
+The stages (``pipeline.index``, ``pipeline.search.retrieval``, ``pipeline.search.rerank``,
+``pipeline.answering.answer``) see models only through these classes; the backends
 (``e5``, ``llama_cpp``, ``vllm_engine``, ``remote``) implement them. Each role
 has a batch method with a default (one call per item), which a backend that
 can batch (vLLM) overrides.
 
 Besides its six probabilities, an ``Answerer`` has a small interface for free
-text, used by free-form answers (``pipeline.freeform``) and the calibrated
-scorer's features (``pipeline.answer_features``): :meth:`Answerer.count_tokens`,
+text, used by free-form answers (``pipeline.answering.freeform``) and the calibrated
+scorer's features (``pipeline.answering.features``): :meth:`Answerer.count_tokens`,
 :meth:`~Answerer.generate`, :meth:`~Answerer.continuation_logprobs`,
 :meth:`~Answerer.yes_log_odds` / :meth:`~Answerer.yes_probability`, and two
 hints for a backend with one prompt cache (:meth:`~Answerer.prefill`,

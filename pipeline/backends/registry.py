@@ -14,7 +14,7 @@ process's :class:`~pipeline.backends.remote.HttpClients`).
 * ``remote`` — ``remote``: OpenAI-compatible HTTP servers (``vllm serve`` or any server with the same API).
 
 The reranker settings ``options`` and ``none`` are not models: the reranking
-stage (``pipeline.rerank``) computes them from the index.
+stage (``pipeline.search.rerank``) computes them from the index.
 """
 from __future__ import annotations
 

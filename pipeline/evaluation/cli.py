@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..errors import QuestionsError
-from ..ingest import list_pdfs
+from ..documents.ingest import list_pdfs
 from ..qa import Pipeline
 from ..settings import load_settings, parse_overrides
 from .free import evaluate_free, is_free_form, read_free_questions
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {p}", file=sys.stderr)
     questions = questions[: a.limit] if a.limit else questions
     pipe = Pipeline(settings, root=a.data_dir)
-    report = index_folder(pipe.indexer, pdfs)
+    report = index_folder(pipe.library, pdfs)
     print(f"indexed {len(report['indexed'])} PDFs in {report['seconds']:.1f}s, {len(report['failed'])} failed")
 
     def show_free(i, n, rec):

@@ -18,50 +18,20 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import time
-import unicodedata
-from collections import Counter
 from pathlib import Path
 from typing import Callable
 
 from ..errors import QuestionsError
-from ..freeform import FreeAnswer, answer_free
+from ..answering.freeform import FreeAnswer, answer_free
 from ..qa import Pipeline
-from ..text import fold_homoglyphs
 from ..types import LETTERS, Question
 from .questions import _columns, _delimiter, _page, decode, finish, question_rows
 from .run import seconds_summary, write_outputs
+from .scoring import exact_match, token_f1
 
 REQUIRED = ["Question_ID", "Question"]
 GOLD = ["Answer", "Doc_ID", "Page_Num"]
-_APOS = re.compile(r"[’'ʼ`‘]")
-
-
-def norm_answer(text: str) -> str:
-    """Lower case, apostrophes unified (and dropped), Latin look-alikes in Cyrillic words made Cyrillic,
-    punctuation to spaces, whitespace collapsed."""
-    t = fold_homoglyphs(unicodedata.normalize("NFC", text or "")).lower()
-    t = _APOS.sub("", t)
-    t = "".join(" " if unicodedata.category(ch).startswith(("P", "S")) else ch for ch in t)
-    return " ".join(t.split())
-
-
-def exact_match(pred: str, gold: str) -> float:
-    return float(norm_answer(pred) == norm_answer(gold))
-
-
-def token_f1(pred: str, gold: str) -> float:
-    p, g = norm_answer(pred).split(), norm_answer(gold).split()
-    if not p or not g:
-        return float(p == g)
-    common = sum((Counter(p) & Counter(g)).values())
-    if not common:
-        return 0.0
-    prec, rec = common / len(p), common / len(g)
-    return 2 * prec * rec / (prec + rec)
-
-
 def is_free_form(data: bytes | str) -> bool:
     """Whether a questions file is free-form: its header names no option column (A–F)."""
     text = decode(data)[0] if isinstance(data, bytes) else data.lstrip("\ufeff")

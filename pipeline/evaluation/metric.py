@@ -60,7 +60,7 @@ def calibration(predictions: list[tuple[dict, str, str]]) -> dict:
     by the answer accuracy, have no probability to judge), the expected calibration error of that probability (10 equal-width bins,
     ``ece``), the ECE a perfectly calibrated answerer would show by chance at these confidences
     (``ece_chance``) and the share of such chance draws at least as large as ``ece`` (``ece_p``)."""
-    from ..combiner import ece, ece_by_chance
+    from .scoring import ece, ece_by_chance
 
     rows = [(float(p[a]), a == g) for p, a, g in predictions if p and a in p and g]
     if not rows:
@@ -112,7 +112,7 @@ def error_kinds(rec: dict) -> list[str]:
 
 
 def _free_right(rec: dict) -> bool:
-    from .free import token_f1
+    from .scoring import token_f1
 
     return token_f1(rec.get("answer") or "", (rec.get("gold") or {}).get("answer") or "") >= FREE_RIGHT_F1
 

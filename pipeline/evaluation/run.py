@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, TypedDict
 
-from ..answer import evidence_page
+from ..answering.answer import evidence_page
 from ..checks import check_question
 from ..errors import BackendTimeout, IngestError
-from ..index import Indexer
-from ..ingest import check_size
+from ..index import Library
+from ..documents.ingest import check_size
 from ..qa import Pipeline
 from ..types import Candidate, Question
 from .metric import calibration, gold_rank, metrics
@@ -48,15 +48,15 @@ class TraceRecord(TypedDict, total=False):
     seconds: float
 
 
-def index_folder(indexer: Indexer, pdfs: Iterable[Path], say: Callable[[str], None] = print) -> dict:
+def index_folder(library: Library, pdfs: Iterable[Path], say: Callable[[str], None] = print) -> dict:
     """Add every PDF, then wait until all are embedded; a bad one is reported and skipped, never stops the batch."""
     report = {"indexed": [], "failed": {}, "seconds": 0.0}
     t0 = time.perf_counter()
     files = sorted(pdfs)
     for i, f in enumerate(files, 1):
         try:
-            check_size(f.name, f.stat().st_size, indexer.settings.max_upload_mb)
-            info = indexer.add(f.read_bytes(), f.name)
+            check_size(f.name, f.stat().st_size, library.settings.max_upload_mb)
+            info = library.add(f.read_bytes(), f.name, wait=False)
             report["indexed"].append(info.name)
             say(f"[{i}/{len(files)}] {f.name}: {'already indexed' if info.duplicate else f'{info.n_pages} pages, {info.n_chunks} chunks'}")
         except Exception as e:  # a bad file, an unreadable one, or a model server failing: this file only
@@ -65,7 +65,7 @@ def index_folder(indexer: Indexer, pdfs: Iterable[Path], say: Callable[[str], No
                 log.warning("indexing %s failed", f.name, exc_info=True)
             report["failed"][f.name] = msg
             say(f"[{i}/{len(files)}] {f.name}: FAILED — {msg}")
-    indexer.library.wait_indexed()  # every document searchable; the questions wait for all vectors (same results)
+    library.wait_indexed()  # every document searchable; the questions wait for all vectors (same results)
     report["seconds"] = time.perf_counter() - t0
     return report
 

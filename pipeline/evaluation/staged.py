@@ -38,10 +38,10 @@ from ..backends.registry import Models
 from ..errors import QuestionsError
 from ..gpu.monitor import GpuMonitor
 from ..index import Library
-from ..ingest import list_pdfs
+from ..documents.ingest import list_pdfs
 from ..qa import Pipeline
-from ..rerank import apply_scores, make_reranker, option_queries
-from ..retrieval import Retriever, query_text
+from ..search.rerank import apply_scores, make_reranker, option_queries
+from ..search.retrieval import Retriever, query_text
 from ..settings import Settings, load_settings, parse_overrides
 from ..types import Candidate, Question
 from .questions import read_questions
@@ -102,7 +102,7 @@ def stage_embed(s: Settings, root: Path, pdfs: Path, questions: list[Question], 
         lib = Library(root, emb, s)
         t_load = time.perf_counter() - t0
         before = lib.n_chunks()
-        rep = index_folder(lib.indexer, list_pdfs(pdfs), say=lambda m: print(f"  {m}", flush=True))
+        rep = index_folder(lib, list_pdfs(pdfs), say=lambda m: print(f"  {m}", flush=True))
         passages = lib.n_chunks() - before
         texts = query_texts(questions, s)
         t1 = time.perf_counter()

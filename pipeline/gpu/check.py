@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..ingest import list_pdfs
+from ..documents.ingest import list_pdfs
 from ..settings import load_settings, parse_overrides
 from .monitor import GpuMonitor, snapshot
 
@@ -103,7 +103,7 @@ def run_resident(a, s) -> tuple[dict, list[dict]]:
         t_ans = time.perf_counter() - t0
     before = pipe.library.n_chunks()
     with GpuMonitor() as g_idx:
-        rep = index_folder(pipe.indexer, list_pdfs(a.pdfs))
+        rep = index_folder(pipe.library, list_pdfs(a.pdfs))
     passages = pipe.library.n_chunks() - before
     questions, _ = read_questions(a.questions.read_bytes())
     questions = questions[: a.limit] if a.limit else questions

@@ -16,30 +16,35 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 
 from ..backends.base import Embedder
-from ..chunking import TokenCounter, chunk_document
+from ..documents.chunking import TokenCounter, chunk_document
 from ..errors import IngestError
-from ..ingest import Deadline, check_size, file_hash, parse_pdf, safe_name
-from .store import DocInfo
-
-if TYPE_CHECKING:
-    from .library import Library
+from ..documents.ingest import Deadline, check_size, file_hash, parse_pdf, safe_name
+from ..settings import Settings
+from .lexical import LexicalIndex
+from .store import DocInfo, DocumentStore
+from .vectors import VectorIndex
 
 Progress = Callable[[str, float], None]
 
 
 class Indexer:
-    def __init__(self, library: Library, embedder: Embedder):
-        self.library, self.embedder, self.settings = library, embedder, library.settings
+    """Writes into the parts of one library it is given; ``lock`` guards them (the library's), ``on_added`` is
+    called once a document is searchable (the library starts its background embedding there)."""
+
+    def __init__(self, store: DocumentStore, vectors: VectorIndex, lexical: LexicalIndex, embedder: Embedder,
+                 settings: Settings, lock, on_added: Callable[[], None] = lambda: None):
+        self.store, self.vectors, self.lexical, self.lock = store, vectors, lexical, lock
+        self.embedder, self.settings, self.on_added = embedder, settings, on_added
         self.count = TokenCounter(embedder.count_word_tokens)
         self._embedding = threading.Lock()  # one embed_pending at a time: no batch is taken twice
 
     def _check_room(self, name: str) -> None:
-        n = self.library.store.n_documents()
+        n = self.store.n_documents()
         if n >= self.settings.max_documents:
             raise IngestError(f"{name}: the library already holds {n} documents, the limit (PDFQA_MAX_DOCUMENTS); "
                               "remove one to add another")
@@ -48,13 +53,13 @@ class Indexer:
         """Parse, chunk and list one PDF (searchable by BM25 on return; its vectors come from
         :meth:`embed_pending`); raises :class:`IngestError` for a bad file or a limit reached."""
         t0 = time.perf_counter()
-        s, lib = self.settings, self.library
+        s = self.settings
         name = safe_name(name)
         deadline = Deadline(name, s.max_doc_seconds)
         say = progress or (lambda stage, frac: None)
         check_size(name, len(data), s.max_upload_mb)
         h = file_hash(data)
-        known = lib.find(h)
+        known = self.store.find(h)
         if known:
             known.duplicate = True
             return known
@@ -71,37 +76,37 @@ class Indexer:
             raise IngestError(f"{name}: no text to index")
         deadline.check()
         say("store", 0.35)
-        with lib.lock:
+        with self.lock:
             self._check_room(name)  # another thread may have filled the library meanwhile
-            lib.store.save_pdf(h, data)
-            lib.store.save(doc, chunks)
-            lib.lexical.invalidate()
+            self.store.save_pdf(h, data)
+            self.store.save(doc, chunks)
+            self.lexical.invalidate()
         say("searchable", 0.4)
-        lib.embed_in_background()
+        self.on_added()
         return DocInfo(h, doc.name, doc.n_pages, len(chunks), doc.warnings, seconds=time.perf_counter() - t0,
                        n_embedded=0, title=doc.title or doc.name)
 
     def embed_pending(self, max_batches: int | None = None) -> int:
         """Embed chunks of listed documents that have no vector, ``embed_batch`` at a time (at most
         ``max_batches``); returns how many were stored."""
-        lib, done, batches = self.library, 0, 0
+        done, batches = 0, 0
         with self._embedding:
             while max_batches is None or batches < max_batches:
-                with lib.lock:
-                    todo = lib.store.pending(self.settings.embed_batch)
+                with self.lock:
+                    todo = self.store.pending(self.settings.embed_batch)
                 if not todo:
                     break
                 vecs = self.embedder.embed_passages([c.embed_text() for c in todo])
-                with lib.lock:  # the document may have been removed meanwhile: store only what is still listed
-                    keep = set(lib.store.listed_chunks([c.chunk_id for c in todo]))
+                with self.lock:  # the document may have been removed meanwhile: store only what is still listed
+                    keep = set(self.store.listed_chunks([c.chunk_id for c in todo]))
                     by_doc = defaultdict(list)
                     for c, v in zip(todo, vecs):
                         if c.chunk_id in keep:
                             by_doc[c.doc_hash].append((c, v))
                     for h, rows in by_doc.items():
-                        lib.vectors.add([c.chunk_id for c, _ in rows], np.stack([v for _, v in rows]), h,
+                        self.vectors.add([c.chunk_id for c, _ in rows], np.stack([v for _, v in rows]), h,
                                         [c.index for c, _ in rows])
-                    lib.store.mark_embedded([c.chunk_id for c in todo if c.chunk_id in keep])
+                    self.store.mark_embedded([c.chunk_id for c in todo if c.chunk_id in keep])
                 done += len(keep)
                 batches += 1
         return done

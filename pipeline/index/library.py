@@ -52,7 +52,8 @@ class Library:
         self.store = DocumentStore(self.root, settings.fingerprint())
         self.vectors = VectorIndex(self.root, settings, self.store.library_id, self.store.n_embedded_chunks())
         self.lexical = LexicalIndex(self.store.chunk_texts, settings.lexical_norm)
-        self.indexer = Indexer(self, embedder) if embedder is not None else None
+        self.indexer = (Indexer(self.store, self.vectors, self.lexical, embedder, settings, self.lock,
+                                on_added=self.embed_in_background) if embedder is not None else None)
         self._sweep()
         self._changed = threading.Condition()  # notified after each stored batch and on a worker error
         self._run = threading.Event()  # cleared: the background embedding pauses between batches

@@ -53,7 +53,7 @@ class DocInfo:
     def state(self) -> str:
         """``indexed`` (every chunk has its vector) or ``searchable`` (BM25 only while it embeds)."""
         return "searchable" if 0 <= self.n_embedded < self.n_chunks else "indexed"
-    title: str = ""  # for people (pipeline.titles); the file name is ``name``
+    title: str = ""  # for people (pipeline.documents.titles); the file name is ``name``
 
 
 def _word_spans(word_at: list[int]) -> list[list[int]]:
@@ -97,7 +97,7 @@ class DocumentStore:
     def _add_titles(self) -> None:
         """The ``title`` column (libraries made before it get it), filled for documents that lack one
         from the stored PDF's metadata and first two pages."""
-        from ..titles import title_of
+        from ..documents.titles import title_of
 
         if "title" not in {r[1] for r in self.db.execute("PRAGMA table_info(documents)")}:
             with self.db:

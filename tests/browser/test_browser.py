@@ -29,7 +29,7 @@ if not Path(CHROMIUM).exists():
 
 
 ANSWER_TIMEOUT = 300_000  # ms: one question on a busy 2-core CPU
-HIGHLIGHT_FILL = (255, 239, 158)  # pipeline.render's (255, 214, 0) at alpha 0.38 over white
+HIGHLIGHT_FILL = (255, 239, 158)  # pipeline.documents.render's (255, 214, 0) at alpha 0.38 over white
 HIGHLIGHT_LINE = (230, 140, 0)
 
 

@@ -14,11 +14,11 @@ from typing import Callable
 
 import numpy as np
 
-from .backends.base import Answerer, Scores
-from .errors import BackendUnavailable
-from .settings import Settings
-from .text import normalize
-from .types import LETTERS, Answer, Candidate, Chunk, Question, chunk_id
+from ..backends.base import Answerer, Scores
+from ..errors import BackendUnavailable
+from ..settings import Settings
+from ..text import normalize
+from ..types import LETTERS, Answer, Candidate, Chunk, Question, chunk_id
 
 
 def evidence_page(c: Candidate, q: Question, letter: str | None) -> int:
@@ -80,7 +80,7 @@ def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: S
 
 def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
     """The options scored once, in their given order; ``calibrated`` combines per-option features
-    (pipeline.combiner)."""
+    (pipeline.answering.calibration)."""
     if s.scorer == "listed" and s.listed_support_weight:
         return with_support(answerer.score(q, chosen, scorer=s.scorer), q, chosen, s.listed_support_weight,
                             s.listed_temperature)
@@ -88,7 +88,7 @@ def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Sett
         return answerer.score(q, chosen, scorer=s.scorer)
     if not getattr(answerer, "per_option_features", False):
         raise BackendUnavailable(f"the calibrated scorer needs the llama.cpp answerer, not {type(answerer).__name__}")
-    from .combiner import calibrated_scores
+    from .calibration import calibrated_scores
 
     return calibrated_scores(answerer, q, chosen)
 
@@ -96,10 +96,10 @@ def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Sett
 def with_support(sc: Scores, q: Question, chosen: list[Candidate], weight: float, temperature: float) -> Scores:
     """``sc`` with each option's value (``features["listed_value"]``, the listed scorer's, before its
     temperature) raised by ``weight`` × the share of its word stems found in the passages (``support_cov`` of
-    :func:`pipeline.answer_features.support_features`), then a softmax at ``temperature``; the coverage goes
+    :func:`pipeline.answering.features.support_features`), then a softmax at ``temperature``; the coverage goes
     to the trace."""
-    from .answer_features import support_features
-    from .combiner import option_mask, softmax_masked
+    from .features import support_features
+    from .calibration import option_mask, softmax_masked
 
     if "listed_value" not in sc.features:
         raise BackendUnavailable("listed_support_weight needs the listed scorer's values (the llama.cpp answerer)")

@@ -36,10 +36,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .answer import page_with_words
-from .combiner import not_in_documents
-from .prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
-from .text import fold_homoglyphs, normalize, words
-from .types import Candidate, Question
+from .flag import not_in_documents
+from ..prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
+from ..text import fold_homoglyphs, normalize, words
+from ..types import Candidate, Question
 
 NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
 
@@ -323,7 +323,7 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
                 ) -> FreeAnswer:
     """The free-form answer to ``q`` (its options are ignored) from ``pipe``'s library.
 
-    The not-in-documents flag (``combiner.not_in_documents``, retrieval only) is asked first: when it fires the
+    The not-in-documents flag (``flag.not_in_documents``, retrieval only) is asked first: when it fires the
     answer is "not found" without reading; when it holds, a refusal of the model is replaced by its forced answer
     (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark);
     ``flag_model`` the fitted flag weights (the benchmark's are fitted without the question's document)."""

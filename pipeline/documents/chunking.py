@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from .types import Chunk, Document, chunk_id
+from ..types import Chunk, Document, chunk_id
 
 _SPACE = re.compile(r"\S+")
 _MD_NOISE = re.compile(r"[*_`#|>]+|<sup>|</sup>")

@@ -25,10 +25,10 @@ from pathlib import Path
 import pymupdf
 import pymupdf4llm
 
-from .errors import IngestError
+from ..errors import IngestError
 from .page_budget import heavy_page
 from .titles import title_of
-from .types import Document, Page
+from ..types import Document, Page
 
 pymupdf4llm.use_layout(False)  # fast mode: ~10x faster than the layout model
 pymupdf.TOOLS.mupdf_display_errors(False)

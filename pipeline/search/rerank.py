@@ -10,12 +10,12 @@ retrieval order.
 """
 from __future__ import annotations
 
-from .backends.base import Embedder, Reranker
-from .index.lexical import LexicalIndex
-from .index.vectors import VectorIndex
+from ..backends.base import Embedder, Reranker
+from ..index.lexical import LexicalIndex
+from ..index.vectors import VectorIndex
 from .retrieval import zscores
-from .settings import Settings
-from .types import Candidate, Question
+from ..settings import Settings
+from ..types import Candidate, Question
 
 
 def apply_scores(candidates: list[Candidate], scores: list[float]) -> list[Candidate]:

@@ -21,10 +21,10 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from .index.lexical import LexicalIndex
-from .index.vectors import VectorIndex
-from .settings import Settings
-from .types import Candidate, Chunk, Question
+from ..index.lexical import LexicalIndex
+from ..index.vectors import VectorIndex
+from ..settings import Settings
+from ..types import Candidate, Chunk, Question
 
 
 class QueryEmbedder(Protocol):

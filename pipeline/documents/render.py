@@ -12,17 +12,15 @@ Only PyMuPDF and Pillow are used here (no UI code).
 """
 from __future__ import annotations
 
-import io
 import math
-from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import pymupdf
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-from .types import Box, Chunk, Page
+from ..types import Box, Chunk, Page
 
 _WHITE = (255, 255, 255)
 
@@ -239,82 +237,3 @@ def chunk_page(library, chunk: Chunk, page_number: int | None = None) -> Page:
     if page is None:
         raise ValueError(f"page {page_number} of {chunk.doc_name or chunk.doc_hash} is not in the library")
     return page
-
-
-# ---- two pages next to each other ------------------------------------------
-_FONT_FILES = ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-               "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
-               "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-               "/Library/Fonts/Arial Unicode.ttf", "C:/Windows/Fonts/arial.ttf")
-_fonts: dict[int, ImageFont.ImageFont | ImageFont.FreeTypeFont] = {}
-
-
-def caption_font(size: int = 18):
-    """A font that draws Cyrillic: PyMuPDF's built-in Nimbus Sans, else a system
-    sans, else Pillow's default (whose built-in Aileron shows Cyrillic as boxes)."""
-    if size in _fonts:
-        return _fonts[size]
-    font = None
-    try:
-        font = ImageFont.truetype(io.BytesIO(pymupdf.Font("helv").buffer), size)
-    except Exception:
-        for f in _FONT_FILES:
-            try:
-                font = ImageFont.truetype(f, size)
-                break
-            except Exception:
-                continue
-    if font is None:
-        try:
-            font = ImageFont.load_default(size=size)
-        except Exception:  # Pillow < 10.1, or no FreeType
-            font = ImageFont.load_default()
-    _fonts[size] = font
-    return font
-
-
-def _text_width(draw: ImageDraw.ImageDraw, text: str, font) -> float:
-    try:
-        return draw.textlength(text, font=font)
-    except Exception:
-        x0, _, x1, _ = draw.textbbox((0, 0), text, font=font)
-        return x1 - x0
-
-
-def _fit(draw: ImageDraw.ImageDraw, text: str, font, width: int) -> str:
-    """``text`` cut with an ellipsis to fit in ``width`` pixels."""
-    text = " ".join(str(text).split())
-    if _text_width(draw, text, font) <= width:
-        return text
-    cuts = list(range(len(text) + 1))
-    k = bisect_left(cuts, True, key=lambda n: _text_width(draw, text[:n].rstrip() + "…", font) > width)
-    return text[:k - 1].rstrip() + "…" if k >= 1 else ""
-
-
-def side_by_side(left: Image.Image, right: Image.Image, labels: Sequence[str] = ("", ""), *,
-                 gap: int = 16, font_size: int = 18, background=_WHITE, text_color=(30, 30, 30)) -> Image.Image:
-    """Two page images next to each other, each under a one-line caption (cut with "…" if too long).
-
-    Images of different heights are top-aligned on ``background``; with both
-    labels empty no caption band is added.
-    """
-    labels = tuple(labels) + ("", "")
-    labels = (str(labels[0] or ""), str(labels[1] or ""))
-    font = caption_font(font_size)
-    pad = max(2, font_size // 3)
-    try:
-        text_h = font.getbbox("ЙЩgjy|")[3]
-    except Exception:
-        text_h = font_size
-    band = int(math.ceil(text_h)) + 2 * pad if any(labels) else 0
-    width = left.width + gap + right.width
-    out = Image.new("RGB", (width, band + max(left.height, right.height)), _rgb(background))
-    out.paste(left.convert("RGB"), (0, band))
-    out.paste(right.convert("RGB"), (left.width + gap, band))
-    if band:
-        draw = ImageDraw.Draw(out)
-        for x, w, label in ((0, left.width, labels[0]), (left.width + gap, right.width, labels[1])):
-            text = _fit(draw, label, font, max(0, w - 2 * pad))
-            if text:
-                draw.text((x + pad, pad), text, font=font, fill=_rgb(text_color))
-    return out

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import pymupdf
 
-from .types import Page
+from ..types import Page
 
 MAX_CHARS = 80
 _PAGES = 2  # headings and lines are looked for on the first pages only

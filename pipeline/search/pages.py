@@ -11,10 +11,10 @@ Only documents of at least ``page_min_pages`` pages are re-scored (short leaflet
 """
 from __future__ import annotations
 
-from .index import Library
+from ..index import Library
 from .retrieval import zscores
-from .settings import Settings
-from .types import Candidate, Question
+from ..settings import Settings
+from ..types import Candidate, Question
 
 
 def joint_lexical(library: Library, q: Question, ids: list[str]) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Per-option evidence features for the answer combiner (``pipeline.combiner``).
+"""Per-option evidence features for the answer combiner (``pipeline.answering.calibration``).
 
 Everything the LLM computes goes through the answerer's free-text interface
 (``backends.base.Answerer``) and, on llama.cpp, reuses one cached prompt
@@ -27,9 +27,9 @@ import time
 
 import numpy as np
 
-from .prompts import OPTION_TAIL, fit_lines, fit_shared_prompt, letter_texts, neutral_prompt, passage_text
-from .text import normalize, words
-from .types import LETTERS, Candidate, Question
+from ..prompts import OPTION_TAIL, fit_lines, fit_shared_prompt, letter_texts, neutral_prompt, passage_text
+from ..text import normalize, words
+from ..types import LETTERS, Candidate, Question
 
 GROUPS = ("neutral", "option", "letter", "verify", "support")
 NEG = -1e9

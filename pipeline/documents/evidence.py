@@ -1,6 +1,6 @@
 """Readable evidence: the lines of a chunk that support an option, and the page cropped around them.
 
-A chunk's words on a page fall into lines (:func:`pipeline.render.line_groups`).
+A chunk's words on a page fall into lines (:func:`pipeline.documents.render.line_groups`).
 Each line is scored by the overlap of its normalised words
 (:func:`pipeline.text.normalize`) with the option's own words (weight 2) and
 the question's (weight 1); the best ``k`` lines that hold at least one of the
@@ -20,8 +20,8 @@ import pymupdf
 from PIL import Image
 
 from .render import Marker, chunk_page, chunk_word_indices, line_groups, render_marked, union_box
-from .text import normalize
-from .types import Box, Chunk, Page
+from ..text import normalize
+from ..types import Box, Chunk, Page
 
 LIGHT = Marker((), color=(255, 214, 0), alpha=0.22, outline=None)  # the rest of the chunk
 STRONG = Marker((), color=(255, 120, 0), alpha=0.5, outline=(200, 70, 0))  # the supporting lines
@@ -76,12 +76,6 @@ def strongest(lines: list[Line], k: int = 2) -> list[Line]:
     """The ``k`` best-scoring lines with a score above 0, best first (ties: reading order)."""
     ranked = sorted((ln for ln in lines if ln.score > 0), key=lambda ln: -ln.score)
     return ranked[:k]
-
-
-def supporting_lines(page: Page, chunk: Chunk, question: str, option_text: str, k: int = 2,
-                     mode: str = "lemma") -> list[Line]:
-    """The chunk's lines on ``page`` that support ``option_text`` most (at most ``k``, best first)."""
-    return strongest(score_lines(chunk_lines(page, chunk), question, option_text, mode), k)
 
 
 def why_this_answer(library, chunks: Sequence[Chunk], question: str, options: dict[str, str],
