@@ -385,9 +385,8 @@ def truncated_pdf() -> bytes:
     return good[: len(good) // 2]
 
 
-def no_pages_pdf() -> bytes:
-    """A well-formed PDF whose page tree is empty (PyMuPDF refuses to save one, so it is written by hand)."""
-    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+def write_objects(objs: Sequence[bytes]) -> bytes:
+    """A PDF written by hand from its objects (object 1 is the catalog) with a correct cross-reference table."""
     out, offsets = bytearray(b"%PDF-1.7\n"), []
     for i, body in enumerate(objs, 1):
         offsets.append(len(out))
@@ -397,6 +396,12 @@ def no_pages_pdf() -> bytes:
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
     return bytes(out)
+
+
+def no_pages_pdf() -> bytes:
+    """A well-formed PDF whose page tree is empty (PyMuPDF refuses to save one, so it is written by hand)."""
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+    return write_objects(objs)
 
 
 def _text_page(doc: pymupdf.Document, lines: Sequence[str], width: float = PAGE_W, height: float = PAGE_H,
@@ -490,12 +495,4 @@ def bomb_pdf(pages: int = 1, inflated_mb: int = 300) -> bytes:
             b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(stream), stream)]
     objs += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
              b"/Contents 4 0 R >>"] * pages
-    out, offsets = bytearray(b"%PDF-1.7\n"), []
-    for i, body in enumerate(objs, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (i, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
-    return bytes(out)
+    return write_objects(objs)

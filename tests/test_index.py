@@ -215,3 +215,36 @@ def test_dense_search_is_exact_and_reproducible_while_small_and_sees_new_vectors
     hnsw = VectorIndex(tmp_path / "b", s.model_copy(update={"exact_search_max": 0}), lambda: "b", 0)
     hnsw.add(ids, vecs, "doc1", list(range(3000)))
     assert len(set(hnsw.search(q, 20)) & set(truth)) >= 10  # approximate
+
+
+def test_exact_search_copy_follows_every_write_without_reading_the_store_again(tmp_path, monkeypatch):
+    """Adds and removals update the in-memory copy (background embedding does not make each question re-read every
+    vector); its results equal a fresh read's."""
+    import numpy as np
+
+    from pipeline.index.vectors import VectorIndex
+
+    rng = np.random.default_rng(1)
+    vecs = rng.normal(size=(500, 32)).astype(np.float32)
+    ids = [f"c{i:03d}" for i in range(500)]
+    index = VectorIndex(tmp_path, load_settings("cpu"), lambda: "x", 0)
+    index.add(ids[:300], vecs[:300], "d1", list(range(300)))
+    q = rng.normal(size=32).astype(np.float32)
+    index.search(q, 10)  # the copy is read once here
+    reads = []
+    real_get = index._col.get
+    monkeypatch.setattr(index._col, "get", lambda *a, **kw: reads.append(kw) or real_get(*a, **kw))
+    index.add(ids[300:], vecs[300:], "d2", list(range(200)))
+    index.add(ids[:5], vecs[100:105], "d1", list(range(5)))  # rewritten vectors replace their rows
+    got = index.search(q, 20)
+    index.remove_document("d2")
+    after = index.search(q, 20)
+    assert reads == []  # no write made the next search read the whole collection again
+    fresh = VectorIndex(tmp_path, load_settings("cpu"), lambda: "x", 0)
+    monkeypatch.undo()
+    fresh_vecs = np.concatenate([vecs[100:105], vecs[5:300]])
+    fresh_ids = ids[:300]
+    unit = fresh_vecs / np.linalg.norm(fresh_vecs, axis=1, keepdims=True)
+    truth = [fresh_ids[i] for i in np.argsort(-(unit @ (q / np.linalg.norm(q))), kind="stable")[:20]]
+    assert list(after) == truth == list(fresh.search(q, 20))
+    assert set(got) - set(after) <= set(ids[300:])  # before the removal d2's chunks could be found

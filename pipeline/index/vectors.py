@@ -51,6 +51,32 @@ def http_client(url: str):
     return client
 
 
+Exact = tuple[list[str], np.ndarray, list[str]]  # chunk ids (sorted), their unit vectors, their documents
+
+
+def _sorted(ids: list[str], vecs: np.ndarray, docs: list[str]) -> Exact:
+    """The exact-search copy: rows in chunk-id order (so ties never depend on insertion), vectors normalised."""
+    order = np.argsort(np.asarray(ids, dtype=object), kind="stable").astype(int)
+    vecs = vecs[order]
+    return ([ids[i] for i in order], vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12),
+            [docs[i] for i in order])
+
+
+def _merged(old: Exact, ids: list[str], vecs: np.ndarray, doc_hash: str) -> Exact:
+    """``old`` with ``ids`` upserted (an id written again replaces its row)."""
+    new = set(ids)
+    keep = [i for i, c in enumerate(old[0]) if c not in new]
+    width = old[1].shape[1] if old[1].size else vecs.shape[1]
+    return _sorted([old[0][i] for i in keep] + list(ids),
+                   np.concatenate([old[1][keep].reshape(len(keep), width), vecs.reshape(len(ids), width)]),
+                   [old[2][i] for i in keep] + [doc_hash] * len(ids))
+
+
+def _without(old: Exact, doc_hash: str) -> Exact:
+    keep = [i for i, d in enumerate(old[2]) if d != doc_hash]
+    return [old[0][i] for i in keep], old[1][keep], [old[2][i] for i in keep]
+
+
 class VectorIndex:
     """One library's chunk vectors (cosine), with the id of their document in each one's metadata."""
 
@@ -68,9 +94,8 @@ class VectorIndex:
             name, where = f"chunks-{fp}", str(root / "chroma")
             self._path = where
         self._exact_max = 0 if settings.chroma_url else settings.exact_search_max
-        self._exact: tuple[list[str], np.ndarray] | None = None  # ids and vectors, read on first search
-        self._version = 0  # bumped by every write: a copy read across a write is not kept
-        self._exact_lock = threading.Lock()
+        self._exact: Exact | None = None  # ids, unit vectors and documents, read on first search
+        self._exact_lock = threading.Lock()  # held by a write to the copy and by the read that makes it
         self._col = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
         if self._col.count() < n_listed:
             raise LibraryMismatch(
@@ -81,11 +106,11 @@ class VectorIndex:
     def add(self, ids: list[str], vectors: np.ndarray, doc_hash: str, indices: list[int]) -> None:
         self._col.upsert(ids=ids, embeddings=vectors.tolist(),
                          metadatas=[{"doc_hash": doc_hash, "idx": i} for i in indices])
-        self._changed()
+        self._changed(keep=lambda old: _merged(old, ids, np.asarray(vectors, dtype=np.float32), doc_hash))
 
     def remove_document(self, doc_hash: str) -> None:
         self._col.delete(where={"doc_hash": doc_hash})
-        self._changed()
+        self._changed(keep=lambda old: _without(old, doc_hash))
 
     def sweep(self, listed: set[str]) -> None:
         """Remove the vectors of documents that are not listed (a crash between vectors and rows)."""
@@ -121,24 +146,23 @@ class VectorIndex:
         r = self._col.query(query_embeddings=[qvec.tolist()], n_results=min(k, n), include=["distances"])
         return {i: 1.0 - d for i, d in zip(r["ids"][0], r["distances"][0])}
 
-    def _changed(self) -> None:
-        self._version += 1
-        self._exact = None
+    def _changed(self, keep=None) -> None:
+        """After a write: the in-memory copy for exact search is updated by ``keep(copy)`` (an add or a removal,
+        so a search during background embedding does not re-read every vector), or dropped (read again)."""
+        with self._exact_lock:
+            self._exact = keep(self._exact) if keep is not None and self._exact is not None else None
 
     def _exact_search(self, qvec: np.ndarray, k: int) -> dict[str, float]:
         """Every stored vector against ``qvec``; ties broken by chunk id, so the result never varies."""
         with self._exact_lock:
             cached = self._exact
-            if cached is None:  # (re)read after any change
-                version = self._version
-                got = self._col.get(include=["embeddings"])
-                order = np.argsort(got["ids"])
-                ids = [got["ids"][i] for i in order]
-                vecs = np.asarray(got["embeddings"], dtype=np.float32).reshape(len(ids), -1)[order]
-                cached = (ids, vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12))
-                if version == self._version:  # no write happened during the read
-                    self._exact = cached
-            ids, vecs = cached
+            if cached is None:  # read once, then kept up to date by every write (``_changed``)
+                got = self._col.get(include=["embeddings", "metadatas"])
+                docs = [m.get("doc_hash", "") for m in got["metadatas"]]
+                cached = _sorted(got["ids"], np.asarray(got["embeddings"], dtype=np.float32).reshape(len(docs), -1),
+                                 docs)
+                self._exact = cached
+            ids, vecs, _ = cached
         if not ids:
             return {}
         q = np.asarray(qvec, dtype=np.float32)
