@@ -65,3 +65,15 @@ def other_pdf(pdfgen):
     sections = [("Розклад", "Бібліотека працює з вівторка по суботу з 10:00 до 19:00. " * 5),
                 ("Правила", "Читач може взяти додому не більше п'яти книжок на строк до 21 дня. " * 5)]
     return pdfgen.ukrainian_pdf("Правила міської бібліотеки", sections, footer="Міська бібліотека")
+
+
+@pytest.fixture(scope="module")
+def manual_pipe(tmp_path_factory, models, manual_pdf, other_pdf):
+    """A pipeline over the generated humidifier manual and the library rules (one per test module)."""
+    from pipeline.qa import Pipeline
+    from pipeline.settings import load_settings
+
+    p = Pipeline(load_settings(), root=tmp_path_factory.mktemp("lib"), models=models)
+    p.add_pdf(other_pdf, "library_rules.pdf")
+    p.add_pdf(manual_pdf, "humidifier_manual.pdf")
+    return p

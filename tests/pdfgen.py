@@ -496,3 +496,11 @@ def bomb_pdf(pages: int = 1, inflated_mb: int = 300) -> bytes:
     objs += [b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> >> "
              b"/Contents 4 0 R >>"] * pages
     return write_objects(objs)
+
+
+def page_of(pdf: bytes, phrase: str) -> int:
+    """The one page (1-based) of ``pdf`` whose text holds ``phrase`` (white space folded)."""
+    doc = pymupdf.open(stream=pdf, filetype="pdf")
+    hits = [i + 1 for i in range(doc.page_count) if phrase in " ".join(doc[i].get_text().split())]
+    assert len(hits) == 1, f"{phrase!r} on pages {hits}"
+    return hits[0]

@@ -1,5 +1,4 @@
 """Free-form answers: metrics and CSV reading (no model), and the real CPU models on a generated manual."""
-import pymupdf
 import pytest
 
 from pipeline.errors import QuestionsError
@@ -8,6 +7,7 @@ from pipeline.evaluation.scoring import exact_match, norm_answer, token_f1
 from pipeline.answering.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
 from pipeline.search.retrieval import query_text
 from pipeline.settings import load_settings
+from tests.pdfgen import page_of
 from pipeline.types import Question
 
 
@@ -154,19 +154,9 @@ def test_a_refusal_is_overruled_only_when_the_flag_says_the_library_holds_the_do
 
 
 # ---- with the real CPU models ----------------------------------------------------------------
-def page_of(pdf: bytes, phrase: str) -> int:
-    doc = pymupdf.open(stream=pdf, filetype="pdf")
-    return next(i + 1 for i in range(doc.page_count) if phrase in " ".join(doc[i].get_text().split()))
-
-
 @pytest.fixture(scope="module")
-def pipe(tmp_path_factory, models, manual_pdf, other_pdf):
-    from pipeline.qa import Pipeline
-
-    p = Pipeline(load_settings(), root=tmp_path_factory.mktemp("lib"), models=models)
-    p.add_pdf(other_pdf, "library_rules.pdf")
-    p.add_pdf(manual_pdf, "humidifier_manual.pdf")
-    return p
+def pipe(manual_pipe):
+    return manual_pipe
 
 
 def test_answer_in_the_text_is_found(pipe, manual_pdf):

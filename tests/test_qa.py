@@ -1,26 +1,16 @@
 """End to end with the real models: generated PDFs with known answers."""
-import pymupdf
 import pytest
 
 from pipeline.errors import EmptyLibrary
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
+from tests.pdfgen import page_of
 from pipeline.types import Question
 
 
-def page_of(pdf: bytes, phrase: str) -> int:
-    doc = pymupdf.open(stream=pdf, filetype="pdf")
-    hits = [i + 1 for i in range(doc.page_count) if phrase in " ".join(doc[i].get_text().split())]
-    assert len(hits) == 1
-    return hits[0]
-
-
 @pytest.fixture(scope="module")
-def pipe(tmp_path_factory, models, manual_pdf, other_pdf):
-    p = Pipeline(load_settings(), root=tmp_path_factory.mktemp("lib"), models=models)
-    p.add_pdf(other_pdf, "library_rules.pdf")
-    p.add_pdf(manual_pdf, "humidifier_manual.pdf")
-    return p
+def pipe(manual_pipe):
+    return manual_pipe
 
 
 CASES = [
