@@ -15,6 +15,7 @@ from pipeline.qa import Pipeline
 from pipeline.search.retrieval import Retriever
 from pipeline.settings import load_settings
 from pipeline.types import Question
+from counting import CountingEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
 Q = Question("q1", "Як часто слід мити резервуар для води?",
@@ -151,24 +152,9 @@ def test_time_limit_while_parsing(tmp_path, embedder, pdfgen):
     _nothing_stored(lib)
 
 
-class _SlowEmbedder:
-    """The real embedder, taking 1.1 s more for every batch of passages."""
-
-    def __init__(self, embedder):
-        self._e, self.calls = embedder, 0
-
-    def __getattr__(self, name):
-        return getattr(self._e, name)
-
-    def embed_passages(self, texts):
-        self.calls += 1
-        time.sleep(1.1)
-        return self._e.embed_passages(texts)
-
-
 def test_time_limit_is_for_parsing_the_embedding_follows_in_the_background(tmp_path, embedder, manual_pdf):
     """``max_doc_seconds`` bounds the work before a document is listed; its vectors are added afterwards."""
-    slow = _SlowEmbedder(embedder)
+    slow = CountingEmbedder(embedder, delay=1.1)  # the real embedder, 1.1 s slower per batch
     lib = Library(tmp_path, slow, load_settings(max_doc_seconds=1.0, embed_batch=1), background=True)
     try:
         lib.pause_embedding()

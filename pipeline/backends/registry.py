@@ -79,26 +79,26 @@ class Models:
     def _make(self, kind: str, name: str):
         return backend(kind, name).from_settings(self.settings, self.http)
 
+    def _loaded(self, kind: str, optional: bool = False):
+        """The ``kind`` model (embedder, reranker, answerer), loaded on first use. ``optional``: ``None`` when the
+        setting names no model (the reranker's ``options`` and ``none``: the stage scores from the index)."""
+        with self._lock:
+            name = getattr(self.settings, kind)
+            if getattr(self, f"_{kind}") is None and (name in BACKENDS[kind] or not optional):
+                setattr(self, f"_{kind}", self._make(kind, name))
+            return getattr(self, f"_{kind}")
+
     @property
     def embedder(self) -> Embedder:
-        with self._lock:
-            if self._embedder is None:
-                self._embedder = self._make("embedder", self.settings.embedder)
-            return self._embedder
+        return self._loaded("embedder")
 
     @property
     def reranker(self) -> Reranker | None:
-        with self._lock:
-            if self._reranker is None and self.settings.reranker in BACKENDS["reranker"]:
-                self._reranker = self._make("reranker", self.settings.reranker)
-            return self._reranker
+        return self._loaded("reranker", optional=True)
 
     @property
     def answerer(self) -> Answerer:
-        with self._lock:
-            if self._answerer is None:
-                self._answerer = self._make("answerer", self.settings.answerer)
-            return self._answerer
+        return self._loaded("answerer")
 
     def load(self) -> None:
         """Load all three now (the app's warm-up)."""
