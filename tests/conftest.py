@@ -65,3 +65,25 @@ def other_pdf(pdfgen):
     sections = [("Розклад", "Бібліотека працює з вівторка по суботу з 10:00 до 19:00. " * 5),
                 ("Правила", "Читач може взяти додому не більше п'яти книжок на строк до 21 дня. " * 5)]
     return pdfgen.ukrainian_pdf("Правила міської бібліотеки", sections, footer="Міська бібліотека")
+
+
+@pytest.fixture(scope="session")
+def vllm_stage(tmp_path_factory):
+    """``vllm_stage(name)``: the results of vLLM's real CPU engine for one stage (answer, embed, rerank, args),
+    from ``tests/vllm_driver.py`` under ``.venv-vllm``; each stage's engine built once per session."""
+    from serving import require_vllm, run_vllm_driver
+
+    out, cache = tmp_path_factory.mktemp("vllm"), {}
+
+    def get(stage: str) -> dict:
+        require_vllm()
+        if stage not in cache:
+            try:
+                cache[stage] = run_vllm_driver(stage, out)
+            except Exception as e:  # noqa: BLE001 - one failed engine build fails its tests, not rebuilt per test
+                cache[stage] = e
+        if isinstance(cache[stage], Exception):
+            raise cache[stage]
+        return cache[stage]
+
+    return get
