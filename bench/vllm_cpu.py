@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=17, help="every k-th question (rows 0, k, 2k, ...)")
     ap.add_argument("--out", type=Path, default=Path("runs/vllm-cpu"))
     ap.add_argument("--data-dir", type=Path, default=None, help="the shared index (default: OUT/data)")
-    ap.add_argument("--only", choices=["cpu", "vllm-cpu"], help="run one of the two (the other's folder is read)")
+    ap.add_argument("--only", choices=["cpu", "vllm-cpu", "none"],
+                    help="run one of the two, or none (the folders of earlier runs are read)")
     ap.add_argument("--md", type=Path, help="also write the table here")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)

@@ -74,9 +74,15 @@ def vllm_stage(tmp_path_factory):
     from serving import require_vllm, run_vllm_driver
 
     out, cache = tmp_path_factory.mktemp("vllm"), {}
+    # development only: PDFQA_TEST_VLLM_RESULTS=<folder> reuses an earlier session's <stage>.json (engines not rebuilt)
+    reuse = os.environ.get("PDFQA_TEST_VLLM_RESULTS")
 
     def get(stage: str) -> dict:
         require_vllm()
+        if stage not in cache and reuse and (Path(reuse) / f"{stage}.json").exists():
+            import json
+
+            cache[stage] = json.loads((Path(reuse) / f"{stage}.json").read_text())
         if stage not in cache:
             try:
                 cache[stage] = run_vllm_driver(stage, out)

@@ -157,10 +157,9 @@ def stage_args() -> dict:
                 from_cli = EngineArgs.from_cli_args(ns)
                 for k, v in args.items():
                     got = getattr(from_cli, k)
-                    if k == "attention_config":
-                        got = {"backend": getattr(got, "backend", None) and str(got.backend.name
-                                                                               if hasattr(got.backend, "name")
-                                                                               else got.backend)}
+                    if k == "attention_config":  # --attention-backend fills attention_backend, merged into
+                        b = from_cli.attention_backend or got.backend  # attention_config by create_engine_config
+                        got = {"backend": getattr(b, "name", b)}
                     if _norm(got) != _norm(v):
                         raise AssertionError(f"{k}: the serve command gives {got!r}, the engine {v!r}")
                 out["checked"].append(key)
