@@ -13,7 +13,9 @@ model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
   (``/v1/rerank`` and ``/v1/score`` are deprecated aliases that log a warning,
   ``/v1/score`` on every request); the query is the question with its
   six options, each document a chunk, both wrapped in the Qwen3-Reranker prompt
-  template here (vLLM's rerank request has no field for an instruction);
+  template here (vLLM's rerank request has no field for an instruction); each
+  document cut so its pair fits ``rerank_max_len`` (special tokens counted, a
+  margin kept): one pair over the server's max_model_len fails the whole request;
 * answerer — ``POST {answer_url}/completions`` with ``max_tokens=1`` and the
   log-probabilities of the six letter tokens: vLLM's ``logprob_token_ids`` and
   ``allowed_token_ids`` give exactly those six; other servers (llama.cpp) get a

@@ -1,15 +1,13 @@
-"""vLLM engines in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts).
+"""vLLM engines in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts), or the
+shipped Qwen2.5-1.5B on vLLM's CPU build (the ``vllm-cpu`` profile).
 
-Install with ``pip install -r requirements-gpu.txt``; this module imports
-without vLLM (for its tests and for CPU hosts), and the classes say what to
-install when it is missing.
+Install with ``pip install -r requirements-gpu.txt`` (GPU) or ``bash scripts/setup-vllm.sh`` (CPU,
+``.venv-vllm``); this module imports without vLLM, and the classes say what to install when it is missing.
 
-Everything but the GPU work is plain code tested on the Qwen vocabulary
-(``tests/test_vllm_engine.py``): the engine arguments (``engine_args``), the
-prompts (``pipeline.prompts``), the token ids, batching and reading the
-results. The GPU work is four small functions — :func:`run_embed`,
-:func:`run_classify`, :func:`run_letter_logprobs`, :func:`run_generate` — one
-vLLM call each.
+The vLLM work is four small functions — :func:`run_embed`, :func:`run_classify`,
+:func:`run_letter_logprobs`, :func:`run_generate` — one vLLM call each. The tests run all of this module on
+vLLM's real CPU engine (``tests/test_vllm_engine.py``, ``tests/vllm_driver.py``), and every profile's
+``engine_args`` through vLLM's own ``EngineArgs``.
 
 * Embedder — pooling runner; Qwen3-Embedding's pooler (last token, normalised)
   comes from the checkpoint; queries get ``settings.embed_query_prefix``.
@@ -102,8 +100,8 @@ _ENGINES_LOCK = threading.Lock()
 
 def _require_vllm() -> None:
     if vllm is None:
-        raise ImportError(f"the 'vllm' backends need vLLM on a GPU host: pip install -r requirements-gpu.txt "
-                          f"({VLLM_IMPORT_ERROR})")
+        raise ImportError(f"the 'vllm' backends need vLLM: on a GPU host pip install -r requirements-gpu.txt; on "
+                          f"CPU bash scripts/setup-vllm.sh and run in .venv-vllm ({VLLM_IMPORT_ERROR})")
 
 
 def engine(settings: Settings, stage: str):
