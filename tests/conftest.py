@@ -77,3 +77,31 @@ def manual_pipe(tmp_path_factory, models, manual_pdf, other_pdf):
     p.add_pdf(other_pdf, "library_rules.pdf")
     p.add_pdf(manual_pdf, "humidifier_manual.pdf")
     return p
+
+
+@pytest.fixture(scope="session")
+def vllm_stage(tmp_path_factory):
+    """``vllm_stage(name)``: the results of vLLM's real CPU engine for one stage (answer, embed, rerank, args),
+    from ``tests/vllm_driver.py`` under ``.venv-vllm``; each stage's engine built once per session."""
+    from serving import require_vllm, run_vllm_driver
+
+    out, cache = tmp_path_factory.mktemp("vllm"), {}
+    # development only: PDFQA_TEST_VLLM_RESULTS=<folder> reuses an earlier session's <stage>.json (engines not rebuilt)
+    reuse = os.environ.get("PDFQA_TEST_VLLM_RESULTS")
+
+    def get(stage: str) -> dict:
+        require_vllm()
+        if stage not in cache and reuse and (Path(reuse) / f"{stage}.json").exists():
+            import json
+
+            cache[stage] = json.loads((Path(reuse) / f"{stage}.json").read_text())
+        if stage not in cache:
+            try:
+                cache[stage] = run_vllm_driver(stage, out)
+            except Exception as e:  # noqa: BLE001 - one failed engine build fails its tests, not rebuilt per test
+                cache[stage] = e
+        if isinstance(cache[stage], Exception):
+            raise cache[stage]
+        return cache[stage]
+
+    return get

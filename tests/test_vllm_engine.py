@@ -1,13 +1,14 @@
-"""The vLLM engines (``pipeline.backends.vllm_engine``) on a CPU: everything but the GPU call, on the real
-Qwen vocabulary; and the ``vllm serve`` commands (``pipeline.gpu.serve``).
+"""The vLLM engines (``pipeline.backends.vllm_engine``) run by vLLM itself, on CPU; and the profiles' arguments.
 
-The Qwen2/Qwen3 vocabulary comes from the shipped GGUF (``pipeline.backends.vocab.qwen_vocab``). The three GPU
-calls (``run_embed``, ``run_classify``, ``run_letter_logprobs``) are replaced by the same computation
-on CPU models that exist here: the letter log-probabilities and the reranker's p(yes) by llama.cpp
-running the shipped Qwen2.5-1.5B on exactly the tokens the vLLM backend would send, the embeddings by
-e5. Those stand-ins are real models, not canned numbers; vLLM itself is not run here (no GPU).
+vLLM's CPU build lives in a venv of its own (``.venv-vllm``, ``scripts/setup-vllm.sh``): each stage's engine is
+built once per session by ``tests/vllm_driver.py`` under that venv, on the shipped Qwen2.5-Coder-1.5B converted
+for vLLM (``pipeline.backends.vllm_model``), and what it returned is checked here, against llama.cpp running the
+same weights (the ``cpu`` profile's engine) where the two can be compared. The prompts and token ids are also
+checked on the Qwen vocabulary from the shipped GGUF (Qwen3's thinking block, the T4 profiles' lengths), and
+every GPU profile's engine arguments and ``vllm serve`` command are read by vLLM's own argument classes. What
+the CPU engine cannot show: GPU memory (``pipeline.gpu.plan``, tests/test_gpu_profiles.py), CUDA kernels.
 """
-from dataclasses import dataclass
+import math
 
 import numpy as np
 import pytest
@@ -19,19 +20,8 @@ from pipeline.backends.vocab import qwen_vocab
 from pipeline.prompts import (EMPTY_THINK, RERANK_LABELS, letter_prompt, letter_token_ids, passage_text,
                               rerank_document, rerank_prompt, rerank_query, with_think_block)
 from pipeline.settings import load_settings
-from pipeline.types import LETTERS, Candidate, Chunk, Question
-
-TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
-Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
-             ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"])
-TEXT2 = "Виробник надає гарантію на зволожувач строком 36 місяців від дня продажу."
-Q2 = Question("2", "Який строк гарантії на зволожувач?",
-              ["6 місяців", "12 місяців", "24 місяці", "36 місяців", "48 місяців", "без гарантії"])
-
-
-def cand(body, rank=1, heading="Розділ"):
-    return Candidate(Chunk(f"d:{rank}", "d", "d.pdf", rank, heading, body, "Інструкція", [(1, 0, len(body))]),
-                     {"fused": 1.0}, rank)
+from pipeline.types import LETTERS
+from vllm_driver import CONTINUATIONS, FREE_PROMPT, Q, Q2, TEST_SETTINGS, TEXT, TEXT2, YES_PROMPT, cand
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +92,11 @@ def test_engine_arguments_for_two_t4s(monkeypatch):
             "architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"],
             "is_original_qwen3_reranker": True}
         ans = engine_args(s, "answer")
-        assert ans["quantization"] == "awq" and ans["max_model_len"] == s.n_ctx == 8192 and ans["runner"] == "generate"
-        assert "quantization" not in engine_args(s, "embed") and "quantization" not in engine_args(s, "rerank")
+        assert ans["max_model_len"] == s.n_ctx == 8192 and ans["runner"] == "generate"
+        # no quantization argument: vLLM reads the AWQ checkpoint's quantization_config and picks awq_marlin on a T4
+        # (quantization="awq" would force the old AWQ kernel, about 10x slower decoding)
+        assert all("quantization" not in engine_args(s, st) for st in STAGES)
+        assert engine_args(s, "embed")["convert"] == "embed"
     paper = load_settings("t4x2-paper")
     assert [engine_args(paper, st)["model"] for st in STAGES] == [
         "Qwen/Qwen3-Embedding-8B", "Qwen/Qwen3-Reranker-8B", "Qwen/Qwen3-32B-AWQ"]
@@ -118,74 +111,113 @@ def test_without_vllm_the_backend_says_what_to_install():
         Models(load_settings("t4x2")).embedder
 
 
-# ---- the backends, with the GPU call done by a CPU model -------------------------------------------------
-def llama_letters(local):
-    """run_letter_logprobs on llama.cpp: the same token ids in, the log-probabilities of ``ids`` out."""
-    def run(llm, prompts, ids):
-        out = []
-        with local._lock:
-            for p in prompts:
-                lp = local._eval(list(p))
-                out.append({i: float(lp[i]) for i in ids})
-        return out
-    return run
+# ---- vLLM's engine on CPU (tests/vllm_driver.py under .venv-vllm) ---------------------------------------------
+def _softmax(xs):
+    m = max(xs)
+    e = [math.exp(x - m) for x in xs]
+    return [x / sum(e) for x in e]
 
 
-def llama_yes(local, vocab):
-    """run_classify on llama.cpp: p(yes) = sigmoid(logit yes - logit no) at the last token, as vLLM's converted head."""
-    yes, no = vocab.encode("yes")[0], vocab.encode("no")[0]
-
-    def run(llm, prompts):
-        out = []
-        with local._lock:
-            for p in prompts:
-                lp = local._eval(vocab.encode(p))
-                out.append(float(1 / (1 + np.exp(-(lp[yes] - lp[no])))))
-        return out
-    return run
-
-
-def test_vllm_answerer_batch(models, vocab):
+def test_vllm_answerer_letters_match_llama_cpp_on_the_same_weights(vllm_stage, models, vocab):
+    got = vllm_stage("answer")
+    # the converted model's tokenizer gives exactly the GGUF vocabulary's ids (prompts, letters)
+    s = load_settings("vllm-cpu", **TEST_SETTINGS)
+    plain = VllmAnswerer(s, llm=object(), tokenizer=vocab)
+    assert got["letter_ids"] == letter_token_ids(vocab.encode) == [362, 425, 356, 422, 468, 434]
+    assert got["prompt_ids"] == [plain.prompt_ids(Q, [cand(TEXT)]), plain.prompt_ids(Q2, [cand(TEXT2)])]
+    letters = got["letters"]
+    assert [max(p, key=p.get) for p in letters] == ["E", "D"]
+    assert all(sum(p.values()) == pytest.approx(1.0) for p in letters)
+    assert got["prompt_tokens"] == [len(ids) for ids in got["prompt_ids"]]
+    # llama.cpp (Q4_K_M) on the same token ids: the same letters, probabilities within bf16 rounding
     local = models.answerer
-    # the stand-in model (Qwen2.5) was not trained with thinking blocks: those are checked on tokens above
-    s = load_settings("t4x2", think_block=False, n_ctx=4096)
-    ans = VllmAnswerer(s, llm=local.llm, tokenizer=vocab, run=llama_letters(local))
-    assert ans.letter_ids == local.letter_ids
-    ids = ans.prompt_ids(Q, [cand(TEXT)])
-    assert vocab.decode(ids).endswith("<|im_start|>assistant\nВідповідь:") and len(ids) < s.n_ctx
-    got = ans.score_batch([(Q, [cand(TEXT)]), (Q2, [cand(TEXT2)])])
-    assert [max(g.probabilities, key=g.probabilities.get) for g in got] == ["E", "D"]
-    assert all(sum(g.probabilities.values()) == pytest.approx(1.0) and g.letter == g.probabilities for g in got)
-    assert got[0].prompt_tokens == len(ids)
-    with pytest.raises(ValueError, match="letters only"):
-        VllmAnswerer(load_settings("t4x2", scorer="option"), llm=local.llm, tokenizer=vocab)
+    for ids, p in zip(got["prompt_ids"], letters):
+        with local._lock:
+            lp = local._eval(list(ids))
+        ref = dict(zip(LETTERS, _softmax([float(lp[i]) for i in got["letter_ids"]])))
+        assert max(ref, key=ref.get) == max(p, key=p.get)
+        assert max(abs(ref[L] - p[L]) for L in LETTERS) < 0.1, (ref, p)
 
 
-def test_vllm_reranker_batch(models, vocab):
-    s = load_settings("t4x2")
-    rr = VllmReranker(s, llm=models.answerer.llm, tokenizer=vocab, run=llama_yes(models.answerer, vocab))
-    off = cand("Бібліотека працює з вівторка по суботу з 10:00 до 19:00.", 2, "Розклад")
-    got = rr.score_batch([(Q, [cand(TEXT), off]), (Q2, [cand(TEXT2, 3)])])
-    assert [len(g) for g in got] == [2, 1] and all(0.0 < x < 1.0 for g in got for x in g)
-    assert got[0][0] > got[0][1]  # the passage that answers ranks above the one that does not
+def test_vllm_free_text_continuations_generation_and_yes_no(vllm_stage, models, vocab):
+    got = vllm_stage("answer")
+    local = models.answerer
+    assert got["free_ids"] == [t for piece in FREE_PROMPT for t in vocab.encode(piece)]
+    # option likelihood: each continuation's own tokens read from prompt_logprobs (empty: none asked)
+    conts = got["continuations"]
+    assert [len(c) for c in conts] == [min(8, len(vocab.encode(c))) for c in CONTINUATIONS]
+    assert np.mean(conts[0]) > np.mean(conts[2])  # the stated warranty (36) over another (12)
+    ref = local.continuation_logprobs(FREE_PROMPT, CONTINUATIONS, max_tokens=8)
+    for a, b in zip(conts, ref):
+        assert len(a) == len(b) and all(abs(x - y) < 0.5 for x, y in zip(a, b)), (a, b)
+    # greedy generation, stopped before "\n"
+    assert got["generated"].strip().startswith("36 місяців") and "\n" not in got["generated"]
+    # yes/no from the first token's top log-probabilities: the same verdict as llama.cpp's, close in size
+    assert got["yes_log_odds"] > 1.0
+    assert got["yes_log_odds"] == pytest.approx(local.yes_log_odds(YES_PROMPT), abs=1.0)
 
 
-def test_vllm_embedder_prefixes_queries_and_normalises(embedder, vocab):
-    s = load_settings("t4x2")
-    seen = []
+def test_more_logprobs_than_vllm_returns_are_refused_with_a_clear_message(vllm_stage):
+    got = vllm_stage("answer")
+    assert "greater than max allowed: 20" in got["logprobs_21"]  # vLLM's own limit (max_logprobs)
+    with pytest.raises(ValueError, match=r"answer_top_logprobs=21: vLLM returns at most max_logprobs=20"):
+        load_settings("remote", answer_top_logprobs=21)
+    assert load_settings("remote", answer_top_logprobs=20).answer_top_logprobs == 20
 
-    def e5(llm, texts):  # unnormalised vectors from a real model
-        seen.append(list(texts))
-        return (3.0 * embedder.embed_passages(texts)).tolist()
 
-    emb = VllmEmbedder(s, llm=object(), tokenizer=vocab, run=e5)
-    v = emb.embed_queries(["Якого кольору дах?"])
-    assert seen[-1] == [s.embed_query_prefix + "Якого кольору дах?"]
-    assert seen[-1][0].startswith("Instruct: ") and seen[-1][0].endswith("\nQuery:Якого кольору дах?")
-    assert np.allclose(np.linalg.norm(v, axis=1), 1.0)
-    p = emb.embed_passages([TEXT])
-    assert seen[-1] == [TEXT] and np.allclose(p, embedder.embed_passages([TEXT]), atol=1e-6)
-    assert emb.count_word_tokens("зволожувач") == len(vocab.encode(" зволожувач")) > 1
+def test_prompt_logprobs_over_a_long_prompt_are_refused_on_t4_profiles(vllm_stage, vocab):
+    """vLLM computes full-vocabulary logits for every prompt token asked prompt_logprobs, outside its memory plan
+    (~7.5 GiB at 8,192 tokens): the T4 profiles refuse such prompts before the engine sees them."""
+    got = vllm_stage("answer")
+    assert "74 tokens, over prompt_logprobs_max_tokens=20" in got["capped"] and "free_mode=generate" in got["capped"]
+    from pipeline.errors import BackendUnsupported
+
+    for name in ("t4x2", "t4x2-paper"):
+        s = load_settings(name)
+        assert s.prompt_logprobs_max_tokens == 1024
+        ans = VllmAnswerer(s, llm=object(), tokenizer=vocab)
+        with pytest.raises(BackendUnsupported, match="prompt_logprobs_max_tokens=1024"):
+            ans.continuation_logprobs(["Довгий текст. " * 600, "Відповідь:"], [" так"])
+    assert load_settings("vllm-cpu").prompt_logprobs_max_tokens == 0  # CPU memory: no such limit
+
+
+def test_vllm_embedder_pools_normalised_vectors(vllm_stage, vocab):
+    got = vllm_stage("embed")
+    assert got["args"]["runner"] == "pooling" and got["args"]["convert"] == "embed"
+    assert got["shape"] == [3, 1536] and np.allclose(got["norms"], 1.0, atol=1e-4)
+    assert got["same_text"] == pytest.approx(1.0, abs=1e-4) and got["different_texts"] < 0.999
+    # a query is the passage embedding of the prefixed query text
+    assert got["query_prefix"] and got["query_is_prefixed_passage"] == pytest.approx(1.0, abs=1e-4)
+    assert got["word_tokens"] == len(vocab.encode(" зволожувач")) > 1 and got["empty_shape"] == [0, 0]
+
+
+def test_vllm_reranker_is_the_yes_no_classifier_of_the_answer_model(vllm_stage, models, vocab):
+    got = vllm_stage("rerank")
+    assert got["args"]["hf_overrides"] == {"architectures": ["Qwen2ForSequenceClassification"],
+                                           "classifier_from_token": ["no", "yes"], "method": "from_2_way_softmax"}
+    scores = got["scores"]
+    assert [len(x) for x in scores] == [2, 1] and all(0.0 < x < 1.0 for g in scores for x in g)
+    assert scores[0][0] > scores[0][1]  # the passage that answers above the one that does not
+    # vLLM's classifier from the yes/no tokens is p(yes) = sigmoid(logit yes - logit no) at the last token:
+    # llama.cpp on the same weights and the same prompt tokens
+    yes, no = vocab.encode("yes")[0], vocab.encode("no")[0]
+    local = models.answerer
+    for ids_q, sc_q in zip(got["prompt_ids"], scores):
+        for ids, sc in zip(ids_q, sc_q):
+            with local._lock:
+                lp = local._eval(list(ids))
+            assert sc == pytest.approx(1 / (1 + math.exp(-(lp[yes] - lp[no]))), abs=0.1)
+    # a document far over max_model_len (512 here) is cut to fit, and scored, not refused
+    assert got["huge_prompt_tokens"] <= TEST_SETTINGS["rerank_max_len"] and 0.0 < got["huge_score"][0] < 1.0
+
+
+def test_every_gpu_profiles_arguments_are_accepted_by_vllm(vllm_stage):
+    """Each profile's ``vllm.LLM`` arguments are vLLM's ``EngineArgs``; its ``vllm serve`` command parses with
+    vLLM's own parser to the same arguments; a misspelled argument or flag is refused by the same check."""
+    got = vllm_stage("args")
+    assert got["errors"] == {}
+    assert sorted(got["checked"]) == sorted(f"{p}/{st}" for p in ("t4x2", "t4x2-paper", "vllm-cpu") for st in STAGES)
+    assert len(got["bad_refused"]) == 2 and "bad_accepted" not in got and got["bad_flag"] == "refused"
 
 
 def test_serve_commands_run_the_same_engines_as_the_profile():
@@ -199,9 +231,10 @@ def test_serve_commands_run_the_same_engines_as_the_profile():
                                                   '"is_original_qwen3_reranker": true}')
     ans = serve_command(s, "answer")
     for flag, value in (("--dtype", "half"), ("--tensor-parallel-size", "2"), ("--gpu-memory-utilization", "0.63"),
-                        ("--max-model-len", "8192"), ("--attention-backend", "TRITON_ATTN"), ("--quantization", "awq"),
-                        ("--runner", "generate")):
+                        ("--max-model-len", "8192"), ("--attention-backend", "TRITON_ATTN"), ("--runner", "generate"),
+                        ("--served-model-name", "Qwen/Qwen3-14B-AWQ")):
         assert ans[ans.index(flag) + 1] == value
+    assert "--quantization" not in ans  # vLLM reads the checkpoint's (awq_marlin on a T4)
     # booleans are vLLM's --flag / --no-flag pairs: False is said, not dropped
     assert "--no-enforce-eager" in ans and "--enforce-eager" not in ans
     assert "--enforce-eager" in serve_command(load_settings("t4x2", vllm_enforce_eager=True), "answer")
@@ -210,100 +243,3 @@ def test_serve_commands_run_the_same_engines_as_the_profile():
     assert [r.answer_url, r.embed_url, r.rerank_url] == [f"http://127.0.0.1:{PORTS[st]}/v1"
                                                          for st in ("answer", "embed", "rerank")]
     assert [r.embed_model, r.rerank_model, r.answer_model] == [s.embed_model, s.rerank_model, s.answer_model]
-
-
-# ---- the free-text interface: request building and output parsing ---------------------------------------------
-# vLLM cannot run here (no GPU). These fakes stand for vLLM's output objects only (RequestOutput, its
-# CompletionOutput and Logprob, with the fields the backend reads); their numbers are made up for the test, so
-# what is checked is which requests are built and which numbers are read back, not a model.
-@dataclass
-class FakeVllmLogprob:
-    logprob: float
-
-
-@dataclass
-class FakeVllmCompletionOutput:
-    text: str = ""
-    logprobs: list | None = None  # per generated position: {token id: FakeVllmLogprob}
-
-
-@dataclass
-class FakeVllmRequestOutput:
-    prompt_token_ids: list
-    outputs: list
-    prompt_logprobs: list | None = None  # per prompt position: {token id: FakeVllmLogprob} (None at the first)
-
-
-class FakeVllmGenerate:
-    """Stands for ``run_generate`` (``llm.generate``): records the requests, answers with ``reply``."""
-
-    def __init__(self, reply):
-        self.calls, self.reply = [], reply
-
-    def __call__(self, llm, prompts, params):
-        self.calls.append((prompts, params))
-        return [self.reply(p, params) for p in prompts]
-
-
-def fake_answerer(vocab, reply, **kw):
-    gen = FakeVllmGenerate(reply)
-    s = load_settings("t4x2", **kw)
-    return VllmAnswerer(s, llm=object(), tokenizer=vocab, run=None, generate=gen), gen
-
-
-def test_vllm_generate_request_is_greedy_on_the_pieces_tokens(vocab):
-    ans, gen = fake_answerer(vocab, lambda p, params: FakeVllmRequestOutput(p, [FakeVllmCompletionOutput(" 36 місяців")]))
-    prefix, tail = "<|im_start|>user\nЯким є строк гарантії?", "<|im_end|>\n<|im_start|>assistant\nВідповідь:"
-    assert ans.generate([prefix, tail], 40, stop=["\n"]) == " 36 місяців"
-    (prompts, params), = gen.calls
-    assert prompts == [vocab.encode(prefix) + vocab.encode(tail)]  # each piece tokenized on its own
-    assert params == {"temperature": 0.0, "max_tokens": 40, "stop": ["\n"]}
-    assert ans.count_tokens(prefix) == len(vocab.encode(prefix))
-
-
-def test_vllm_continuations_are_read_from_prompt_logprobs(vocab):
-    def reply(p, params):  # position i holds its own token with log-probability -i/100, and another token
-        rows = [None] + [{p[i]: FakeVllmLogprob(-i / 100), 0: FakeVllmLogprob(-0.001)} for i in range(1, len(p))]
-        return FakeVllmRequestOutput(p, [FakeVllmCompletionOutput("x")], rows)
-
-    ans, gen = fake_answerer(vocab, reply)
-    prompt = ["Запитання: Якого кольору дах?", "<|im_end|>\n<|im_start|>assistant\nВідповідь:"]
-    n = len(vocab.encode(prompt[0])) + len(vocab.encode(prompt[1]))
-    conts = [" жовтого кольору", "", " синього"]
-    got = ans.continuation_logprobs(prompt, conts, max_tokens=2)
-    (prompts, params), = gen.calls  # one call for every non-empty continuation
-    assert params == {"temperature": 0.0, "max_tokens": 1, "prompt_logprobs": 1}
-    assert [len(p) - n for p in prompts] == [min(2, len(vocab.encode(c))) for c in conts if c]
-    assert got[1] == [] and len(got[0]) == min(2, len(vocab.encode(conts[0])))
-    assert got[0] == [-(n + j) / 100 for j in range(len(got[0]))]  # the continuation's own positions
-    assert got[2] == [-(n + j) / 100 for j in range(len(vocab.encode(" синього")[:2]))]
-
-
-def test_vllm_yes_no_from_the_first_tokens_top_logprobs(vocab):
-    yes, no = vocab.encode(" так")[0], vocab.encode(" ні")[0]
-    top = {yes: FakeVllmLogprob(-0.2), no: FakeVllmLogprob(-1.9), 13: FakeVllmLogprob(-4.0)}
-    ans, gen = fake_answerer(vocab, lambda p, params: FakeVllmRequestOutput(p, [FakeVllmCompletionOutput(" так",
-                                                                                                         [top])]))
-    assert ans.yes_log_odds("Чи так?") == pytest.approx(-0.2 - -1.9)
-    assert gen.calls[-1][1] == {"temperature": 0.0, "max_tokens": 1, "logprobs": 20}
-    assert ans.yes_probability("Чи так?") == pytest.approx(1 / (1 + np.exp(-1.7)))
-    del top[no]  # "no" outside the top list: counted as the least likely listed token
-    assert ans.yes_log_odds("Чи так?") == pytest.approx(-0.2 - -4.0)
-
-
-def test_free_reader_on_vllm_opens_qwen3_answers_with_an_empty_think_block(vocab):
-    from pipeline.answering.freeform import FreeReader
-
-    def reply(p, params):
-        if "stop" in params:
-            return FakeVllmRequestOutput(p, [FakeVllmCompletionOutput(" 36 місяців\n")])
-        return FakeVllmRequestOutput(p, [FakeVllmCompletionOutput("", [{vocab.encode(" так")[0]: FakeVllmLogprob(-0.1),
-                                                                      vocab.encode(" ні")[0]: FakeVllmLogprob(-3.0)}])])
-
-    ans, gen = fake_answerer(vocab, reply)  # t4x2: Qwen3, think_block on
-    r = FreeReader(ans).read(Question("q", "Яким є строк гарантії?", []), ["Гарантія — 36 місяців."], extract=False)
-    assert r.generated == "36 місяців" and r.p_answerable == pytest.approx(1 / (1 + np.exp(-2.9)))
-    assert set(r.p_supported) == {"36 місяців"}
-    texts = [vocab.decode(p) for prompts, _ in gen.calls for p in prompts]
-    assert len(texts) == 3 and all(t.endswith("<|im_start|>assistant\n" + EMPTY_THINK + "Відповідь:") for t in texts)
-    assert all(t.count(EMPTY_THINK) == 1 and "Гарантія — 36 місяців." in t for t in texts)

@@ -13,7 +13,9 @@ model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
   (``/v1/rerank`` and ``/v1/score`` are deprecated aliases that log a warning,
   ``/v1/score`` on every request); the query is the question with its
   six options, each document a chunk, both wrapped in the Qwen3-Reranker prompt
-  template here (vLLM's rerank request has no field for an instruction);
+  template here (vLLM's rerank request has no field for an instruction); each
+  document cut so its pair fits ``rerank_max_len`` (special tokens counted, a
+  margin kept): one pair over the server's max_model_len fails the whole request;
 * answerer — ``POST {answer_url}/completions`` with ``max_tokens=1`` and the
   log-probabilities of the six letter tokens: vLLM's ``logprob_token_ids`` and
   ``allowed_token_ids`` give exactly those six; other servers (llama.cpp) get a
@@ -50,8 +52,8 @@ import time
 import numpy as np
 
 from ..errors import BackendError, BackendTimeout, BackendUnsupported
-from ..prompts import (embed_query, letter_prompt, letter_texts, letter_token_ids, renormalise, rerank_document_part,
-                       rerank_pairs, rerank_query_part)
+from ..prompts import (embed_query, fit_to_context, letter_prompt, letter_texts, letter_token_ids, renormalise,
+                       rerank_document_part, rerank_pairs, rerank_query_part)
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
 from .base import NO, YES, Answerer, Embedder, Prompt, Reranker, Scores, l2_normalise, prompt_text, top_log_odds
@@ -198,17 +200,30 @@ class RemoteReranker(Reranker):
         self.settings = settings
         self.http = http or Http(settings.rerank_url, "reranking", settings, "rerank_url")
         self.model = settings.rerank_model
+        self.vocab = qwen_vocab()  # counting for the cut: exact for Qwen-family rerankers, an estimate for others
 
     @classmethod
     def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteReranker":
         return cls(settings, shared.http(settings.rerank_url, "reranking", "rerank_url") if shared else None)
 
+    # tokens kept free under rerank_max_len: special tokens the server adds to a (query, document) pair, and
+    # differences between the local vocabulary and the served model's
+    RERANK_MARGIN = 16
+
+    def fit(self, query_part: str, doc: str) -> str:
+        """The document part for ``doc``, cut so that query + document (special tokens counted, as the server's
+        tokenizer parses them) fit ``rerank_max_len`` less :attr:`RERANK_MARGIN`: a server refuses the whole
+        request (HTTP 400) when one pair is longer than its max_model_len, as the in-process engine would."""
+        count = lambda t: len(self.vocab.encode(t))  # noqa: E731
+        budget = self.settings.rerank_max_len - self.RERANK_MARGIN - count(query_part)
+        return fit_to_context([doc], lambda ds: rerank_document_part(ds[0]), count, max(budget, 1))
+
     def request(self, q: Question, candidates: list[Candidate]) -> tuple[str, dict]:
-        """The endpoint (at the server root) and body for one question's candidates."""
+        """The endpoint (at the server root) and body for one question's candidates (each document cut to fit)."""
         s = self.settings
         query, docs = rerank_pairs(q, candidates)
         query = rerank_query_part(s.rerank_instruction, query)
-        docs = [rerank_document_part(d) for d in docs]
+        docs = [self.fit(query, d) for d in docs]
         body: dict = {"model": self.model}
         if s.rerank_api == "rerank":
             body.update(query=query, documents=docs, top_n=len(docs))
@@ -236,6 +251,19 @@ class RemoteReranker(Reranker):
 
 
 # ---- answerer ------------------------------------------------------------------
+def check_prompt_logprobs(settings: Settings, n_tokens: int, where: str) -> None:
+    """Refuse (:class:`BackendUnsupported`) asking log-probabilities of every token of a prompt longer than
+    ``prompt_logprobs_max_tokens``: vLLM computes full-vocabulary logits for each such token outside its memory
+    profiling (~7.5 GiB at 8,192 tokens, vllm PR #52054), which can kill a T4 engine."""
+    cap = settings.prompt_logprobs_max_tokens
+    if cap and n_tokens > cap:
+        raise BackendUnsupported(
+            f"{where}: scoring continuations needs the log-probability of every prompt token, and this prompt has "
+            f"{n_tokens} tokens, over prompt_logprobs_max_tokens={cap} (profile {settings.profile!r}): vLLM would "
+            f"compute full-vocabulary logits for each of them outside its memory plan (vllm PR #52054). Use "
+            f"free_mode=generate, or raise PDFQA_PROMPT_LOGPROBS_MAX_TOKENS where the GPU has room")
+
+
 class RemoteAnswerer(Answerer):
     """One completion token, restricted to the six letters; their log-probabilities renormalised."""
 
@@ -386,6 +414,7 @@ class RemoteAnswerer(Answerer):
     def _echoed(self, prompt: str, continuation: str) -> list[float]:
         """The log-probabilities the server echoes for the tokens of ``continuation`` read after ``prompt``: the last
         echoed prompt tokens, whose texts make up the continuation."""
+        check_prompt_logprobs(self.settings, self._count(prompt + continuation), f"answer server at {self.http.base}")
         got = self.http.post("/completions", {"model": self.model, "temperature": 0.0, "prompt": prompt + continuation,
                                               "max_tokens": 1, "echo": True, "logprobs": 1})
         try:  # the prompt's tokens come first (vLLM adds the generated one, llama-cpp-python does not)

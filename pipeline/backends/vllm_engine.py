@@ -1,15 +1,13 @@
-"""vLLM engines in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts).
+"""vLLM engines in this process: Qwen3-Embedding, Qwen3-Reranker and a Qwen3 chat model (GPU hosts), or the
+shipped Qwen2.5-1.5B on vLLM's CPU build (the ``vllm-cpu`` profile).
 
-Install with ``pip install -r requirements-gpu.txt``; this module imports
-without vLLM (for its tests and for CPU hosts), and the classes say what to
-install when it is missing.
+Install with ``pip install -r requirements-gpu.txt`` (GPU) or ``bash scripts/setup-vllm.sh`` (CPU,
+``.venv-vllm``); this module imports without vLLM, and the classes say what to install when it is missing.
 
-Everything but the GPU work is plain code tested on the Qwen vocabulary
-(``tests/test_vllm_engine.py``): the engine arguments (``engine_args``), the
-prompts (``pipeline.prompts``), the token ids, batching and reading the
-results. The GPU work is four small functions — :func:`run_embed`,
-:func:`run_classify`, :func:`run_letter_logprobs`, :func:`run_generate` — one
-vLLM call each.
+The vLLM work is four small functions — :func:`run_embed`, :func:`run_classify`,
+:func:`run_letter_logprobs`, :func:`run_generate` — one vLLM call each. The tests run all of this module on
+vLLM's real CPU engine (``tests/test_vllm_engine.py``, ``tests/vllm_driver.py``), and every profile's
+``engine_args`` through vLLM's own ``EngineArgs``.
 
 * Embedder — pooling runner; Qwen3-Embedding's pooler (last token, normalised)
   comes from the checkpoint; queries get ``settings.embed_query_prefix``.
@@ -38,6 +36,7 @@ The same engines as OpenAI-compatible servers: ``pipeline.gpu.serve``.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -50,6 +49,8 @@ from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
 from .base import (NO, YES, Answerer, Embedder, Prompt, Reranker, Scores, l2_normalise, prompt_pieces,
                    top_log_odds)
+from .remote import check_prompt_logprobs
+from .vllm_model import resolve_model
 from .vocab import HfTokenizer, Tokenizer, word_counter
 
 try:  # guarded: vLLM exists on GPU hosts only
@@ -64,24 +65,29 @@ STAGES = ("embed", "rerank", "answer")
 
 
 # ---- engine arguments (plain data) -----------------------------------------------
+# the original Qwen3-Reranker checkpoint (a causal LM) as vLLM's sequence classifier: p(yes) from the yes/no logits
+QWEN3_RERANKER = {"architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": list(RERANK_LABELS),
+                  "is_original_qwen3_reranker": True}
+
+
 def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
     """The ``vllm.LLM(**args)`` for one stage under ``settings``."""
     s = settings
     role = s.role(stage)
-    args: dict[str, Any] = dict(model=role.model, dtype=s.vllm_dtype, tensor_parallel_size=s.tensor_parallel,
+    args: dict[str, Any] = dict(model=resolve_model(role.model), dtype=s.vllm_dtype, tensor_parallel_size=s.tensor_parallel,
                                 gpu_memory_utilization=role.gpu_memory, max_model_len=role.max_len,
                                 max_num_seqs=s.vllm_max_num_seqs, enforce_eager=s.vllm_enforce_eager, seed=0)
     if s.vllm_attention_backend:
         args["attention_config"] = {"backend": s.vllm_attention_backend}
     if stage == "embed":
         args["runner"] = "pooling"
+        args["convert"] = "embed"  # what vLLM's "auto" picks for Qwen3-Embedding (a *ForCausalLM checkpoint)
     elif stage == "rerank":
         args["runner"] = "pooling"
-        args["hf_overrides"] = {"architectures": ["Qwen3ForSequenceClassification"],
-                                "classifier_from_token": list(RERANK_LABELS), "is_original_qwen3_reranker": True}
+        args["hf_overrides"] = dict(s.vllm_rerank_overrides or QWEN3_RERANKER)
     else:
         args["runner"] = "generate"
-        if s.vllm_quantization:
+        if s.vllm_quantization:  # None: vLLM reads the checkpoint's quantization_config (awq_marlin where it can)
             args["quantization"] = s.vllm_quantization
     args.update(s.vllm_args)
     return args
@@ -94,8 +100,8 @@ _ENGINES_LOCK = threading.Lock()
 
 def _require_vllm() -> None:
     if vllm is None:
-        raise ImportError(f"the 'vllm' backends need vLLM on a GPU host: pip install -r requirements-gpu.txt "
-                          f"({VLLM_IMPORT_ERROR})")
+        raise ImportError(f"the 'vllm' backends need vLLM: on a GPU host pip install -r requirements-gpu.txt; on "
+                          f"CPU bash scripts/setup-vllm.sh and run in .venv-vllm ({VLLM_IMPORT_ERROR})")
 
 
 def engine(settings: Settings, stage: str):
@@ -108,6 +114,8 @@ def engine(settings: Settings, stage: str):
             if settings.stage_per_process and _ENGINES:
                 raise RuntimeError(f"profile {settings.profile!r} runs one model per process (they do not fit on the "
                                    f"GPUs together): use `python -m pipeline.evaluation.staged` for batch runs")
+            if settings.vllm_cpu_kv_cache_gib and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+                os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.vllm_cpu_kv_cache_gib:g}"
             _ENGINES[key] = vllm.LLM(**args)
         return _ENGINES[key]
 
@@ -292,6 +300,7 @@ class VllmAnswerer(Answerer):
         """All continuations in one call, each read from its prompt's ``prompt_logprobs``."""
         ids = self._ids(prompt)
         conts = [self.tok.encode(c)[:max_tokens] if c else [] for c in continuations]
+        check_prompt_logprobs(self.settings, len(ids) + max(map(len, conts), default=0), "the vLLM answer engine")
         outs = iter(self._call([ids + c for c in conts if c], continuation_params()))
         return [prompt_token_logprobs(next(outs), len(ids), c) if c else [] for c in conts]
 

@@ -120,7 +120,7 @@ STAGES = ("embed", "rerank", "answer")
 def plan(settings, gpu_gib: float = T4_GIB) -> list[StagePlan]:
     s = settings
     return [stage_plan(st, r.model, r.gpu_memory, r.max_len, s.tensor_parallel,
-                       st == "answer" and bool(s.vllm_quantization), gpu_gib)
+                       st == "answer" and (bool(s.vllm_quantization) or "awq" in r.model.lower()), gpu_gib)
             for st, r in ((st, s.role(st)) for st in STAGES)]
 
 

