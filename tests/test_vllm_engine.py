@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.backends import vllm_engine
 from pipeline.backends.registry import Models
-from pipeline.backends.vllm_engine import STAGES, VllmAnswerer, VllmEmbedder, VllmReranker, engine_args
+from pipeline.backends.vllm_engine import STAGES, VllmAnswerer, VllmReranker, engine_args
 from pipeline.backends.vocab import qwen_vocab
 from pipeline.prompts import (EMPTY_THINK, RERANK_LABELS, letter_prompt, letter_token_ids, passage_text,
                               rerank_document, rerank_prompt, rerank_query, with_think_block)
