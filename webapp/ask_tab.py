@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 SCROLL_TO_ANSWER = "() => { const e = document.getElementById('answer'); if (e) e.scrollIntoView({behavior: 'smooth', block: 'start'}); }"
 CROP_LABEL = "Evidence, enlarged (strong: the lines that support the answer)"
 PAGE_LABEL = "Evidence page"
-CLOSEST_LABEL = "The closest passage it read: not an answer"
+CLOSEST_LABEL = "The closest passage found: not an answer"
 TIMING_COLUMNS = ["Stage", "Seconds"]
 
 

@@ -41,7 +41,7 @@ FLIP_COLUMNS = ["ID", "What flipped", "Gold", "Before", "After"]
 RANK_COLUMNS = ["Stage", "Gold rank"]
 QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "Order",
                     "s"]
-QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "60px", "180px", "80px", "60px"]
+QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "60px", "180px", "80px", "75px"]
 # Orders per question when "Check option order" is ticked. The box starts ticked when the settings' order_check
 # (PDFQA_ORDER_CHECK) asks for a check, and then checks that many orders; the box decides for each run.
 ORDER_CHECKS = 3
