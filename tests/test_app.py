@@ -450,6 +450,8 @@ def test_a_stopped_run_counts_its_not_asked_questions_apart_from_broken_ones():
     text = metrics_markdown(m, "cut", not_asked=skipped)
     assert "stopped after 1, 2 not asked" in text and "0 failed" in text and "Median 12.0 s" in text
     assert R.question_rows(cut["traces"])[1][8] == "not asked (stopped)"
+    from webapp.evaluate_tab import kind_choices
+    assert ("failed or not asked (2)", M.FAILED) in kind_choices(cut["traces"], skipped)
     # without the web app's marker, a stopped question is a failed one (and a broken answer)
     assert M.compare_runs(full, cut)["broken"] == 3
 

@@ -257,16 +257,22 @@ def shown_metrics(run: dict) -> tuple[dict, int]:
     return m, skipped
 
 
+def kind_choices(traces: list[dict], skipped: int) -> list[tuple[str, str]]:
+    """The error filter's choices with their counts (a stopped run's not-asked questions are among the failed)."""
+    counts = M.kind_counts(traces)
+    name = lambda k: "failed or not asked" if k == M.FAILED and skipped else k  # noqa: E731
+    return [(f"{name(k)} ({counts[k]})", k) for k in M.kinds_for(traces)]
+
+
 def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
     """A saved run's score, question table and downloads."""
     run = R.load_run(ctx.store.runs_dir(sid), name)
-    counts = M.kind_counts(run["traces"])
     qs = [SimpleNamespace(gold_doc=q.get("gold_doc")) for q in run["questions"].values()]
     m, skipped = shown_metrics(run)
     d = run["dir"]
     return {ui.score_md: V.metrics_markdown(m, name, _missing_note(ctx, sid, qs), not_asked=skipped),
             ui.score_plot: V.metrics_frame(run["metrics"]),
-            ui.kind: gr.update(choices=[(f"{k} ({counts[k]})", k) for k in M.kinds_for(run["traces"])], value=M.ALL),
+            ui.kind: gr.update(choices=kind_choices(run["traces"], skipped), value=M.ALL),
             ui.qtable: df(R.question_rows(run["traces"], run["questions"]), QUESTION_HEADERS), ui.shown: name,
             ui.sub_dl: gr.update(value=_download_copy(d / "submission.csv"), interactive=True),
             ui.trace_dl: gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True)}
