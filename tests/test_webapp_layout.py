@@ -41,3 +41,15 @@ def test_bind_keeps_the_name_signature_type_hints_and_streaming():
     assert h("s", "e") == {"ui": ("ctx", "s", "e")}
     g = bind(_streaming, "ctx")
     assert inspect.isgeneratorfunction(g) and list(g("s", "a", "b")) == [("ctx", "s", ("a", "b"))]
+
+
+def test_no_handler_returns_an_empty_dict():
+    """Gradio reads ``{}`` as one output's value (or a wrong number of outputs), not as "no change": a handler
+    that changes nothing returns ``gr.skip()``. (A cancelled Remove returned ``{}`` and left an error overlay
+    on the Remove button.)"""
+    found = []
+    for f in sorted(WEBAPP.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Return, ast.Yield)) and isinstance(node.value, ast.Dict) and not node.value.keys:
+                found.append(f"{f.name}:{node.lineno}")
+    assert not found, found

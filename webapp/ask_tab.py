@@ -285,13 +285,13 @@ def on_order_check(ctx: Context, ui: AskTab, sid, asked):
     need_sid(sid)
     if not asked or not asked.get("options"):
         gr.Warning("Ask a question with options first: the check re-asks the last one.")
-        return {}
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
     q = Question("ui", asked["question"], asked["options"])
     with ctx.store.open(sid) as pipe:
         chunks = pipe.library.chunks(asked["evidence"])
         if len(chunks) != len(asked["evidence"]):
             gr.Warning("A passage of the last answer is gone (its document was removed): ask again.")
-            return {}
+            return gr.skip()  # no change (an empty dict is not read as one by Gradio)
         check = pipe.order_check(q, [Candidate(c, {}, i) for i, c in enumerate(chunks, 1)], n=6)
     return {ui.order_md: V.order_markdown(check, asked.get("probabilities") or {}),
             ui.order_table: df(V.order_rows(check), V.ORDER_COLUMNS)}

@@ -378,7 +378,7 @@ def on_open_run(ctx: Context, ui: EvaluateTab, sid, name):
 @handled("filtering a run")
 def on_filter(ctx: Context, ui: EvaluateTab, sid, name, kind):
     if not name or not valid_session_id(sid):
-        return {}
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
     run = R.load_run(ctx.store.runs_dir(sid), name)
     return {ui.qtable: df(R.question_rows(M.filter_traces(run["traces"], kind), run["questions"]), QUESTION_HEADERS)}
 
@@ -397,7 +397,7 @@ def on_question(ctx: Context, ui: EvaluateTab, sid, name, evt: gr.SelectData):
     need_sid(sid)
     row = evt.row_value or []
     if not name or not row:
-        return {}
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
     run = R.load_run(ctx.store.runs_dir(sid), name)
     rec = next((t for t in run["traces"] if t["Question_ID"] == str(row[0])), None)
     if rec is None:

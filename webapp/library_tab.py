@@ -160,10 +160,10 @@ def on_sample(ctx: Context, ui: LibraryTab, sid):
 def on_remove(ctx: Context, ui: LibraryTab, doc_hash, sid, confirmed="yes"):
     need_sid(sid)
     if confirmed != "yes":  # "Cancel" in the confirmation
-        return {}
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
     if not doc_hash:  # a toast; the table and the pick stay as they are
         gr.Warning("Pick a document to remove first.")
-        return {}
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
     with ctx.store.open(sid) as pipe:
         info = pipe.library.find(doc_hash)
         pipe.library.remove(doc_hash)
