@@ -10,6 +10,8 @@ Options (each also an environment variable; the PDFQA_* ones are settings, ``pip
   PDFQA_MODEL_CONCURRENCY (default 1)  model jobs (indexing, answering, runs) at once
   PDFQA_MAX_SESSIONS (default 200), PDFQA_SESSION_DAYS (default 7)  session expiry
   PDFQA_MAX_PAGE_SESSIONS (default 1000)  open pages whose state Gradio keeps in memory
+  PDFQA_ORDER_CHECK (default 0)  2 or more: Evaluate's "Check option order" box starts ticked and checks that
+                                many orders (else 3); the box decides for each run
   MALLOC_ARENA_MAX (default here 2)  glibc malloc arenas; more let memory creep up as visitors come and go
 The HTTP clients to model servers are closed when the server stops.
 """
@@ -57,8 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     s = load_settings(a.profile, data_dir=a.data_dir, shared_library=a.shared_library)
     logging.getLogger("app").info("libraries and runs in %s", s.data_dir.resolve())
     models = Models(s)
-    demo = build_app(s, models=models, shared=s.shared_library, model_concurrency=s.model_concurrency,
-                     max_sessions=s.max_sessions, max_age_s=s.session_days * 86400)
+    demo = build_app(s, models=models).demo
     if not a.no_warmup:  # load the models in the background: the page is served meanwhile
         threading.Thread(target=models.load, daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)

@@ -164,9 +164,9 @@ def test_compare_runs_deltas_and_flips_both_ways():
     deltas = {d["metric"]: d["B − A"] for d in c["deltas"]}
     assert deltas["score"] == pytest.approx(0.1) and deltas["answer_accuracy"] == pytest.approx(0.25)
     assert deltas["doc_accuracy"] == 0 and deltas["page_proximity"] == pytest.approx(-0.1)
-    flips = {f["Question_ID"]: f["change"] for f in c["flips"]}
+    flips = {f["Question_ID"]: f["change"] for f in c["flips"] if f["what"] == "answer"}
     assert flips == {"1": "broken", "2": "fixed"}  # 4 is wrong in both: not a flip
-    assert (c["fixed"], c["broken"]) == (1, 1)
+    assert (c["fixed"], c["broken"]) == (1, 1) and c["not_asked"] == []
 
 
 def test_metrics_text_says_how_far_the_probabilities_can_be_trusted():
@@ -188,7 +188,7 @@ def test_compare_runs_without_gold_lists_changed_answers():
     a = run("a", [rec("1", gold=None), rec("2", gold=None)], {"n_questions": 2})
     b = run("b", [rec("1", answer="B", gold=None), rec("2", gold=None)], {"n_questions": 2})
     c = M.compare_runs(a, b)
-    assert [(f["Question_ID"], f["change"]) for f in c["flips"]] == [("1", "changed")]
+    assert [(f["Question_ID"], f["what"], f["change"]) for f in c["flips"]] == [("1", "answer", "changed")]
     assert all(d["B − A"] is None for d in c["deltas"])
 
 
@@ -377,10 +377,14 @@ def test_the_app_builds_with_its_limits_shown(tmp_path):
     from pipeline.settings import load_settings
     from webapp.ui import build_app
 
-    s = load_settings(data_dir=tmp_path, max_upload_mb=7)
-    demo = build_app(s, models=Models(s))
-    upload = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "upload")
+    s = load_settings(data_dir=tmp_path, max_upload_mb=7, shared_library=True, max_sessions=3)
+    app = build_app(s, models=Models(s))
+    upload = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "upload")
     assert upload.label == "Upload PDFs (many at once; up to 7 MB each)"
+    assert app.store.shared and app.store.max_sessions == 3  # from the settings
+    # the endpoints the load test and bench/load.py call keep their names
+    names = {d.api_name for d in app.demo.fns.values()}
+    assert {"on_load", "on_upload", "on_ask"} <= names, names
 
 
 def test_app_caps_malloc_arenas_unless_the_environment_says_otherwise():
@@ -412,21 +416,49 @@ def test_progress_html_counts_time_and_escapes():
     assert "left" not in progress_html(0, 8, 3.0)  # no estimate before the first question
 
 
-def test_flip_rows_lists_answer_document_and_page_flips():
-    from webapp.evaluate_tab import flip_rows
-
+def test_compare_runs_lists_answer_document_and_page_flips():
     gold = {"answer": "A", "doc": "x.pdf", "page": 2}
-    before = {"traces": [{"Question_ID": "1", "answer": "A", "doc": "x.pdf", "page": 2, "gold": gold},
-                         {"Question_ID": "2", "answer": "B", "doc": "y.pdf", "page": 2, "gold": gold}]}
-    after = {"traces": [{"Question_ID": "1", "answer": "A", "doc": "y.pdf", "page": 3, "gold": gold},
-                        {"Question_ID": "2", "answer": "A", "doc": "y.pdf", "page": 2, "gold": gold}]}
-    got = {(r[0], r[1]) for r in flip_rows(before, after)}
-    assert got == {("1", "document broken"), ("1", "page broken"), ("2", "answer fixed")}
+    before = {"metrics": {}, "traces": [{"Question_ID": "1", "answer": "A", "doc": "x.pdf", "page": 2, "gold": gold},
+                                        {"Question_ID": "2", "answer": "B", "doc": "y.pdf", "page": 2, "gold": gold}]}
+    after = {"metrics": {}, "traces": [{"Question_ID": "1", "answer": "A", "doc": "y.pdf", "page": 3, "gold": gold},
+                                       {"Question_ID": "2", "answer": "A", "doc": "y.pdf", "page": 2, "gold": gold}]}
+    c = M.compare_runs(before, after)
+    assert {(f["Question_ID"], f["what"], f["change"]) for f in c["flips"]} == {
+        ("1", "document", "broken"), ("1", "page", "broken"), ("2", "answer", "fixed")}
+    assert (c["fixed"], c["broken"]) == (1, 0)  # the counts are of answers
+
+
+def test_a_stopped_run_counts_its_not_asked_questions_apart_from_broken_ones():
+    """Comparing with a run stopped after one question: the questions it did not ask are not "broken", and its
+    summary gives the seconds of the question it asked, not a median of 0.0 s over the not-asked ones."""
+    from webapp.evaluate_tab import shown_metrics
+    from webapp.views import compare_markdown, metrics_markdown
+
+    stopped = {"Question_ID": "2", "error": "Stopped: stopped by the user: not asked", "seconds": 0.001,
+               "gold": {"answer": "A", "doc": "d.pdf", "page": 1}}
+    full = run("full", [rec("1"), rec("2"), rec("3")], {"score": 1.0})
+    cut = run("cut", [rec("1", answer="B") | {"seconds": 12.0}, stopped, dict(stopped, Question_ID="3")],
+              {"n_questions": 3, "failed": 2, "score": 0.2, "answer_accuracy": 0.0, "doc_accuracy": 0.33,
+               "page_proximity": 0.33, "p50_seconds": 0.001})
+    c = M.compare_runs(full, cut, not_asked=R.not_asked)
+    assert c["not_asked"] == ["2", "3"] and (c["fixed"], c["broken"]) == (0, 1)
+    assert {f["Question_ID"] for f in c["flips"]} == {"1"}
+    said = compare_markdown("full", "cut", c)
+    assert "0 fixed" in said and "1 broken" in said and "2 questions one of the runs did not ask" in said
+    m, skipped = shown_metrics(cut)
+    assert skipped == 2 and m["p50_seconds"] == 12.0
+    text = metrics_markdown(m, "cut", not_asked=skipped)
+    assert "stopped after 1, 2 not asked" in text and "0 failed" in text and "Median 12.0 s" in text
+    assert R.question_rows(cut["traces"])[1][8] == "not asked (stopped)"
+    from webapp.evaluate_tab import kind_choices
+    assert ("failed or not asked (2)", M.FAILED) in kind_choices(cut["traces"], skipped)
+    # without the web app's marker, a stopped question is a failed one (and a broken answer)
+    assert M.compare_runs(full, cut)["broken"] == 3
 
 
 def test_weak_evidence_rule_and_scorer_title():
     from pipeline.types import Answer, Candidate, Chunk
-    from webapp.views import not_in_documents, scorer_title
+    from webapp.views import chart_title, not_in_documents, scorer_title
 
     def ans(fused, details=None):
         ch = Chunk("c", "h", "a.pdf", 0, "", "t", "", [])
@@ -436,7 +468,8 @@ def test_weak_evidence_rule_and_scorer_title():
     assert not_in_documents(ans(0.4)) and not not_in_documents(ans(2.5))
     assert not not_in_documents(ans(0.4, {"not_in_documents": False}))  # the answerer's own flag wins
     assert scorer_title(ans(2.5), "option") == "Option likelihood"
-    assert scorer_title(ans(2.5, {"scorer": "letter"}), "option") == "Letter probabilities"
+    assert scorer_title(ans(2.5), "letter") == "Letter probabilities"
+    assert chart_title("listed") == "Option likelihood"  # one line above the bars
     assert scorer_title(ans(2.5), "listed").startswith("Option likelihood (")
     assert scorer_title(ans(2.5, {"features": {"listed_support": [1, 0, 0, 0, 0, 0]}}), "listed").endswith(
         "the option's words found in the passages")
@@ -491,3 +524,85 @@ def test_free_form_runs_have_their_own_kinds_of_error():
     c = M.compare_runs(before, after)
     assert {f["Question_ID"]: f["change"] for f in c["flips"]} == {"2": "fixed", "4": "broken"}
     assert [d["metric"] for d in c["deltas"]][:2] == ["f1", "exact_match"]
+
+
+# ---- issue 26: Stop belongs to a run; what a demo shows -----------------------------------------------
+def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
+    """Two pages of one visitor each start a run (the second queued behind the first); the first page's Stop
+    stops its own run only, and each run's flag is gone once it ends. (With one flag per visitor, the second
+    Run replaced the first's flag: the first page's Stop stopped the second page's run.)"""
+    import gradio as gr
+
+    from pipeline.settings import load_settings
+    from pipeline.types import Question
+    from webapp import evaluate_tab as E
+    from webapp.common import Context
+
+    settings = load_settings(data_dir=tmp_path)
+
+    class Pipe:  # a question asked fails at retrieval with its own message (no model is needed to tell them apart)
+        library = type("Lib", (), {"documents": lambda self: []})()
+
+        def __init__(self):
+            self.settings = settings
+
+        def retrieve(self, q):
+            raise RuntimeError("asked")
+
+    ctx = Context(settings, SessionStore(tmp_path, lambda root: Pipe(), closer=lambda p: None), tmp_path)
+    with gr.Blocks():
+        ui = E.layout(ctx)
+    sid = new_session_id()
+    parsed = ([Question(f"q{i}", "Що?", ["a", "b", "", "", "", ""], "A", "d.pdf", 1) for i in (1, 2)], [], False)
+    first, second = E.on_start(ui, parsed)[ui.token], E.on_start(ui, parsed)[ui.token]  # two pages, one visitor
+    assert first != second and len(ui.stops) == 2
+    E.on_stop(ui, first)
+    said = {}
+    for token, name in ((first, "first"), (second, "second")):
+        said[name] = list(E.on_run(ctx, ui, sid, parsed, name, False, token))[-1][ui.message]
+        E.on_finish(ui, token)
+    assert "first stopped after 0 of 2 questions" in said["first"]
+    assert "second finished: 2 questions, 2 failed (RuntimeError\\: asked)" in said["second"]
+    errors = {name: [t["error"] for t in R.load_run(ctx.store.runs_dir(sid), name)["traces"]]
+              for name in ("first", "second")}
+    assert all(R.not_asked({"error": e}) for e in errors["first"]) and errors["second"] == ["RuntimeError: asked"] * 2
+    assert len(ui.stops) == 0  # no flag left behind
+    E.on_stop(ui, first)  # a Stop after the run ended does nothing (and keeps nothing)
+    assert len(ui.stops) == 0
+
+
+def test_the_indexing_table_says_indexed_once_a_document_is():
+    from pipeline.index import DocInfo
+    from webapp.library_tab import LATER, status_after
+
+    rows = [["Правила.pdf", "searchable", f"3 pages, 9 chunks{LATER}"], ["b.pdf", "failed", "damaged"]]
+    doc = DocInfo("h", "Правила.pdf", 3, 9, [], n_embedded=4)
+    assert status_after([list(r) for r in rows], [doc]) is None  # still embedding: nothing to change
+    doc.n_embedded = 9
+    assert status_after([list(r) for r in rows], [doc]) == [["Правила.pdf", "indexed", "3 pages, 9 chunks"],
+                                                            ["b.pdf", "failed", "damaged"]]
+
+
+def test_why_this_answer_shows_the_runner_up_only_with_lines_of_its_own():
+    from types import SimpleNamespace as L
+
+    from pipeline.types import Answer, Question
+    from webapp.views import why_markdown
+
+    q = Question("q", "?", ["десять", "двадцять", "c", "d", "e", "f"])
+    a = Answer("A", {"A": 0.7, "B": 0.2}, "a.pdf", "h", 1, [], [], {}, {})
+    same = [L(page=1, text="Ціна десять гривень."), L(page=1, text="Доба двадцять гривень.")]
+    text = why_markdown(q, a, {"A": same, "B": list(reversed(same))})
+    assert "runner-up, B) двадцять (20%), has no supporting line other than these" in text
+    assert text.count("Ціна десять") == 1 and "| A) десять — 70% |" in text
+    own = why_markdown(q, a, {"A": same[:1], "B": same})
+    assert "| A) десять — 70% | B) двадцять — 20% |" in own and own.count("Ціна десять") == 1
+
+
+def test_table_cells_shorten_hashed_names_and_say_what_grounding_means():
+    from webapp.views import grounding_text, short_name
+
+    assert short_name("1026d4282a0fb8d22694301adc83729950c8498b.pdf") == "1026d428….pdf"
+    assert short_name("muzei.pdf") == "muzei.pdf" and short_name(None) == ""
+    said = grounding_text(1.0)
+    assert "100% of its words are taken from them" in said and "not that it answers the question" in said

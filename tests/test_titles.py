@@ -5,7 +5,7 @@ import pymupdf
 import pytest
 
 from pipeline.documents.ingest import parse_pdf
-from pipeline.documents.titles import MAX_CHARS, shorten, title_of, usable
+from pipeline.documents.titles import MAX_CHARS, belongs, shorten, title_of, usable
 from tests import pdfgen
 
 TITLE = "Порядок зберігання архівних документів"
@@ -73,9 +73,9 @@ def test_a_one_word_first_line_takes_the_next_lines_up_to_a_label():
 
 
 def test_hostile_metadata_is_cleaned_and_bounded(leaflet):
-    meta = "Звіт\u202e за\x00 рік\n\n" + "дуже " * 2000
+    meta = "Порядок\u202e зберігання\x00 документів\n\n" + "архівних " * 2000  # words of the document's own
     doc = parse_pdf(_with_metadata_title(leaflet, meta), "z.pdf")
-    assert doc.title.startswith("Звіт за рік дуже") and doc.title.endswith("…")
+    assert doc.title.startswith("Порядок зберігання документів архівних") and doc.title.endswith("…")
     assert len(doc.title) <= MAX_CHARS and not any(c in doc.title for c in "\u202e\x00\n")
 
 
@@ -98,3 +98,37 @@ def test_usable_and_shorten_rules():
     assert not usable("Інструкція для медичного застосування".encode().decode("latin-1"))
     assert shorten("слово " * 30, 20) == "слово слово слово…"
     assert shorten("Короткий заголовок") == "Короткий заголовок"
+
+
+PARACETAMOL = "ПАРАЦЕТАМОЛ таблетки по 500 мг"
+PARACETAMOL_SECTIONS = [
+    ("Склад", "діюча речовина: парацетамол; 1 таблетка містить парацетамолу 500 мг."),
+    ("Показання", "Больовий синдром слабкої або помірної інтенсивності, гарячка при застудних захворюваннях."),
+]
+
+
+@pytest.mark.parametrize("other", [
+    "ІБУПРОФЕН таблетки, вкриті плівковою оболонкою, по 200 мг",  # shares "таблетки": still another medicine
+    "Порядок зберігання архівних документів",
+    "Annual report 2023",
+])
+def test_a_metadata_title_of_another_document_gives_way_to_the_first_heading(other):
+    """A PDF made from another document's file keeps that one's metadata title: its words are not in this
+    document's first pages, so the first heading is the title."""
+    data = _with_metadata_title(pdfgen.ukrainian_pdf(PARACETAMOL, PARACETAMOL_SECTIONS), other)
+    assert parse_pdf(data, "p.pdf").title == PARACETAMOL
+
+
+@pytest.mark.parametrize("own", [
+    "Таблетки парацетамолу при гарячці",  # inflected forms, and a word not in the text
+    "ПАРАЦЕТАМОЛ",
+])
+def test_a_metadata_title_whose_words_the_document_holds_is_kept(own):
+    data = _with_metadata_title(pdfgen.ukrainian_pdf(PARACETAMOL, PARACETAMOL_SECTIONS), own)
+    assert parse_pdf(data, "p.pdf").title == own
+
+
+def test_belongs_compares_inflected_words_and_believes_what_it_cannot_check():
+    assert belongs("Правила зберігання архіву", ["# Порядок зберігання архівних документів\n\nПравил три."])
+    assert not belongs("Ібупрофен капсули", ["# Парацетамол таблетки\n\nКапсули немає."])  # half is not more
+    assert belongs("Звіт", []) and belongs("2024", ["текст"])  # no text (a scan), no word: nothing to judge by

@@ -57,6 +57,28 @@ def message(e: BaseException, doing: str) -> str:
     return SOMETHING_WRONG
 
 
+def bind(fn, *bound):
+    """``fn`` with its first arguments given (a tab's context and components), as a plain function Gradio can
+    read: it keeps ``fn``'s name (the API endpoint's), whether it is a generator (streamed), and the signature and
+    type hints of the arguments left (``gr.SelectData`` is passed by its annotation). ``functools.partial``
+    loses the last two."""
+    if inspect.isgeneratorfunction(fn):
+        def call(*args, **kwargs):
+            yield from fn(*bound, *args, **kwargs)
+    else:
+        def call(*args, **kwargs):
+            return fn(*bound, *args, **kwargs)
+    sig = inspect.signature(fn)
+    left = list(sig.parameters.values())[len(bound):]
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__, call.__module__ = fn.__doc__, fn.__module__
+    call.__wrapped__ = fn  # where typing finds the module its string annotations are read in
+    call.__signature__ = sig.replace(parameters=left)  # what inspect.signature gives, before __wrapped__
+    call.__annotations__ = {k: v for k, v in getattr(fn, "__annotations__", {}).items()
+                            if k in {p.name for p in left}}
+    return call
+
+
 def handled(doing: str):
     """Decorate a handler: a ``gr.Error`` passes; any other exception becomes one (see :func:`message`)."""
     def wrap(fn):

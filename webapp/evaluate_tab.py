@@ -1,17 +1,23 @@
 """The Evaluate tab: run a questions CSV over the library with a progress bar, then the score, a table of
 questions filtered by kind of error, one question's trace with predicted and gold pages, downloads, and
-the comparison of two saved runs."""
+the comparison of two saved runs.
+
+:func:`layout` places the components (:class:`EvaluateTab`), the ``on_*`` handlers return
+``{component: value}``, :func:`wire` connects them. The CSV is read once, when Run is pressed; Stop
+stops the run of the page that started it (:class:`RunStops`), never another page's.
+"""
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import shutil
 import tempfile
 import threading
 import time
-from types import SimpleNamespace
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -20,22 +26,66 @@ from pipeline.errors import UserError
 from pipeline.evaluation import metric as M
 from pipeline.evaluation.free import evaluate_free, is_free_form, read_free_questions
 from pipeline.evaluation.questions import read_questions
-from pipeline.evaluation.run import evaluate
+from pipeline.evaluation.run import evaluate, seconds_summary
 from pipeline.types import LETTERS
 
 from . import runs as R
 from . import views as V
-from .common import Context, df, handled, message, need_sid, user_error
+from .common import Context, bind, df, handled, message, need_sid, user_error
 from .sessions import valid_session_id
 
 log = logging.getLogger(__name__)
 
 DELTA_COLUMNS = ["Metric", "Before", "After", "Change"]
 FLIP_COLUMNS = ["ID", "What flipped", "Gold", "Before", "After"]
+RANK_COLUMNS = ["Stage", "Gold rank"]
+QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "Order",
+                    "s"]
+QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "60px", "180px", "80px", "75px"]
+# Orders per question when "Check option order" is ticked. The box starts ticked when the settings' order_check
+# (PDFQA_ORDER_CHECK) asks for a check, and then checks that many orders; the box decides for each run.
+ORDER_CHECKS = 3
 
 
 class Stopped(UserError):
-    """The visitor pressed Stop: the questions not yet asked are recorded as not asked."""
+    """The visitor pressed Stop: the questions not yet asked are recorded as not asked (:func:`runs.not_asked`)."""
+
+
+class RunStops:
+    """One Stop flag per run, not per visitor: a page's Run makes a token (kept in that page's state), its Stop
+    sets that token's flag only, and the flag goes when the run ends. Two pages of one visitor run apart."""
+
+    def __init__(self):
+        self._flags: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> str:
+        token = secrets.token_hex(8)
+        with self._lock:
+            self._flags[token] = threading.Event()
+        return token
+
+    def flag(self, token: str) -> threading.Event:
+        """The run's flag (a set one for a token that is gone: such a run has nothing left to do)."""
+        with self._lock:
+            got = self._flags.get(token)
+        if got is None:
+            got = threading.Event()
+            got.set()
+        return got
+
+    def stop(self, token: str) -> None:
+        with self._lock:
+            got = self._flags.get(token)
+        if got is not None:
+            got.set()
+
+    def finish(self, token: str) -> None:
+        with self._lock:
+            self._flags.pop(token, None)
+
+    def __len__(self) -> int:
+        return len(self._flags)
 
 
 class _Stoppable:
@@ -55,48 +105,130 @@ class _Stoppable:
         return self._pipe.retrieve(q)
 
 
-def _right(value, gold) -> bool | None:
-    return None if gold in (None, "") else str(value or "") == str(gold)
-
-
-def flip_rows(a: dict, b: dict) -> list[list]:
-    """Questions in both runs whose answer, document or page went from wrong to right or back."""
-    bt = {t["Question_ID"]: t for t in b["traces"]}
-    rows = []
-    for ta in a["traces"]:
-        tb = bt.get(ta["Question_ID"])
-        gold = ta.get("gold") or {}
-        if tb is None:
-            continue
-        for what, key in (("answer", "answer"), ("document", "doc"), ("page", "page")):
-            if what == "answer":  # a letter, or a free-form answer (right: token F1 >= 0.5, or "not found")
-                ra, rb = M.answer_right(ta), M.answer_right(tb)
-            else:
-                ra, rb = _right(ta.get(key), gold.get(key)), _right(tb.get(key), gold.get(key))
-            if ra is None:
-                if what == "answer" and ta.get(key) != tb.get(key):
-                    rows.append([ta["Question_ID"], "answer changed", "", ta.get(key) or "", tb.get(key) or ""])
-            elif ra != rb:
-                rows.append([ta["Question_ID"], f"{what} {'fixed' if rb else 'broken'}", gold.get(key),
-                             ta.get(key) or "", tb.get(key) or ""])
-    return rows
-
-
 @dataclass
 class EvaluateTab:
+    csv_in: gr.File
+    run_name: gr.Textbox
+    check_order: gr.Checkbox
+    run_btn: gr.Button
+    stop_btn: gr.Button
+    progress: gr.HTML
+    message: gr.Markdown
+    score_md: gr.Markdown
+    score_plot: gr.BarPlot
+    sub_dl: gr.DownloadButton
+    trace_dl: gr.DownloadButton
+    kind: gr.Radio
+    qtable: gr.Dataframe
+    q_head: gr.Markdown
+    pred_img: gr.Image
+    gold_img: gr.Image
+    ranks: gr.Dataframe
+    q_probs: gr.BarPlot
+    trace_code: gr.Code
     run_a: gr.Dropdown
     run_b: gr.Dropdown
+    open_btn: gr.Button
+    compare_btn: gr.Button
+    compare_md: gr.Markdown
+    deltas: gr.Dataframe
+    flips: gr.Dataframe
+    shown: gr.State  # the name of the run shown
+    parsed: gr.State  # the CSV read when Run was pressed: (questions, problems, free-form)
+    token: gr.State  # this page's run (its Stop flag in ``stops``)
+    stops: RunStops = field(default_factory=RunStops)
 
     @property
     def load_outputs(self) -> list:
         return [self.run_a, self.run_b]
 
+    @property
+    def run_outputs(self) -> list:
+        return [self.message, self.score_md, self.score_plot, self.kind, self.qtable, self.shown, self.sub_dl,
+                self.trace_dl]
 
-def runs_choices(ctx: Context, sid: str):
+    @property
+    def trace_parts(self) -> list:
+        return [self.q_head, self.trace_code, self.pred_img, self.gold_img, self.ranks, self.q_probs]
+
+
+def _run_controls(ctx: Context) -> dict:
+    got = {}
+    with gr.Row():
+        got["csv_in"] = gr.File(label="Questions CSV: six-option (the competition's format) or free-form "
+                                      "(Question_ID, Question[, Answer, Doc_ID, Page_Num]; an empty Answer = "
+                                      "unanswerable)", file_types=[".csv"], elem_id="questions-csv", scale=2)
+        with gr.Column(scale=1):
+            got["run_name"] = gr.Textbox(label="Run name (optional)", elem_id="run-name")
+            n = ctx.settings.order_check if ctx.settings.order_check > 1 else ORDER_CHECKS
+            got["check_order"] = gr.Checkbox(label=f"Check option order ({n} orders per question; the Order column "
+                                                   "and filter)", value=ctx.settings.order_check > 1,
+                                             elem_id="check-order")
+            with gr.Row():
+                got["run_btn"] = gr.Button("Run", variant="primary", elem_id="run")
+                got["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False)
+    got["progress"] = gr.HTML(elem_id="eval-progress")
+    got["message"] = gr.Markdown(elem_id="eval-message", latex_delimiters=[])
+    with gr.Row():
+        got["score_md"] = gr.Markdown(elem_id="score", latex_delimiters=[])
+        got["score_plot"] = gr.BarPlot(None, x="part", y="value", y_lim=[0, 1], label="Score and its parts",
+                                       elem_id="score-plot", height=240)
+    with gr.Row():
+        got["sub_dl"] = gr.DownloadButton("Download submission.csv", elem_id="download-submission", interactive=False)
+        got["trace_dl"] = gr.DownloadButton("Download trace.jsonl", elem_id="download-trace", interactive=False)
+    return got
+
+
+def _trace_views(ctx: Context) -> dict:
+    """The per-question table and one question's trace. The page captions are above the images (the question's
+    head names both pages), not laid over them, where they hid the top lines of the page."""
+    got = {"kind": gr.Radio([(k, k) for k in M.KINDS], value=M.ALL, label="Show", elem_id="error-kind")}
+    got["qtable"] = gr.Dataframe(df([], QUESTION_HEADERS), label="Questions — select a row for its trace",
+                                 interactive=False, elem_id="question-table", wrap=True, max_height=420,
+                                 column_widths=QUESTION_WIDTHS)
+    got["q_head"] = gr.Markdown(elem_id="question-head", latex_delimiters=[])
+    with gr.Row():
+        got["pred_img"] = gr.Image(label="Predicted page", type="pil", format="png", interactive=False,
+                                   elem_id="trace-predicted", height=560, show_label=False)
+        got["gold_img"] = gr.Image(label="Gold page", type="pil", format="png", interactive=False,
+                                   elem_id="trace-gold", height=560, show_label=False)
+    with gr.Row():
+        got["ranks"] = gr.Dataframe(df([], RANK_COLUMNS), label="Gold page's rank per stage", interactive=False,
+                                    elem_id="gold-ranks")
+        got["q_probs"] = gr.BarPlot(None, x="option", y="probability", y_lim=[0, 1],
+                                    label=V.chart_title(ctx.settings.scorer), sort="x",
+                                    elem_id="question-probabilities", height=240)
+    got["trace_code"] = gr.Code(label="Trace", language="json", elem_id="trace", max_lines=30)
+    return got
+
+
+def _compare_views() -> dict:
+    got = {}
+    gr.Markdown("### Compare two saved runs")
+    with gr.Row():
+        got["run_a"] = gr.Dropdown(label="Before (older run)", choices=[], elem_id="run-a")
+        got["run_b"] = gr.Dropdown(label="After (newer run)", choices=[], elem_id="run-b")
+        with gr.Column():
+            got["open_btn"] = gr.Button("Open the after run", elem_id="open-run")
+            got["compare_btn"] = gr.Button("Compare before → after", elem_id="compare")
+    got["compare_md"] = gr.Markdown(elem_id="compare-summary", latex_delimiters=[])
+    got["deltas"] = gr.Dataframe(df([], DELTA_COLUMNS), label="Score changes", interactive=False, elem_id="deltas")
+    got["flips"] = gr.Dataframe(df([], FLIP_COLUMNS), label="Questions that flipped (answer, document or page)",
+                                interactive=False, elem_id="flips", wrap=True)
+    return got
+
+
+def layout(ctx: Context) -> EvaluateTab:
+    return EvaluateTab(shown=gr.State(""), parsed=gr.State(None), token=gr.State(""),
+                       **_run_controls(ctx), **_trace_views(ctx), **_compare_views())
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+def runs_choices(ctx: Context, ui: EvaluateTab, sid: str) -> dict:
     """The two run pickers' choices: the newest run as "after", the one before it as "before"."""
     names = R.list_runs(ctx.store.runs_dir(sid))
-    return gr.update(choices=names, value=names[1] if len(names) > 1 else (names[0] if names else None)), \
-        gr.update(choices=names, value=names[0] if names else None)
+    return {ui.run_a: gr.update(choices=names, value=names[1] if len(names) > 1 else (names[0] if names else None)),
+            ui.run_b: gr.update(choices=names, value=names[0] if names else None)}
 
 
 def _download_copy(path: Path) -> str:
@@ -105,230 +237,216 @@ def _download_copy(path: Path) -> str:
     return str(shutil.copy(path, d / path.name))
 
 
-QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "Order",
-                    "s"]
-QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "55px", "180px", "80px", "60px"]
-ORDER_CHECKS = 3  # orders per question when the run checks the option order
+def _missing_note(ctx: Context, sid, questions: list) -> str:
+    if not ctx.store.exists(sid):
+        return ""
+    with ctx.store.open(sid) as pipe:
+        names = [d.name for d in pipe.library.documents()]
+    return missing_gold_note(missing_gold_documents(questions, names), len(questions))
 
 
-def build(ctx: Context, sid: gr.State) -> EvaluateTab:
-    store = ctx.store
-    run_state = gr.State("")
-    stops: dict[str, threading.Event] = {}  # one Stop per visitor
-    with gr.Row():
-        csv_in = gr.File(label="Questions CSV: six-option (the competition's format) or free-form (Question_ID, "
-                               "Question[, Answer, Doc_ID, Page_Num]; an empty Answer = unanswerable)",
-                         file_types=[".csv"], elem_id="questions-csv", scale=2)
-        with gr.Column(scale=1):
-            run_name = gr.Textbox(label="Run name (optional)", elem_id="run-name")
-            check_order = gr.Checkbox(label=f"Check option order ({ORDER_CHECKS} orders per question; the "
-                                            "Order column and filter)", value=False, elem_id="check-order")
-            with gr.Row():
-                run_btn = gr.Button("Run", variant="primary", elem_id="run")
-                stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False)
-    progress_html = gr.HTML(elem_id="eval-progress")
-    eval_msg = gr.Markdown(elem_id="eval-message", latex_delimiters=[])
-    with gr.Row():
-        score_md = gr.Markdown(elem_id="score", latex_delimiters=[])
-        score_plot = gr.BarPlot(None, x="part", y="value", y_lim=[0, 1], label="Score and its parts",
-                                elem_id="score-plot", height=240)
-    with gr.Row():
-        sub_dl = gr.DownloadButton("Download submission.csv", elem_id="download-submission", interactive=False)
-        trace_dl = gr.DownloadButton("Download trace.jsonl", elem_id="download-trace", interactive=False)
-    kind = gr.Radio([(k, k) for k in M.KINDS], value=M.ALL, label="Show", elem_id="error-kind")
-    qtable = gr.Dataframe(df([], QUESTION_HEADERS), label="Questions — select a row for its trace",
-                          interactive=False, elem_id="question-table", wrap=True, max_height=420,
-                          column_widths=QUESTION_WIDTHS)
-    q_head = gr.Markdown(elem_id="question-head", latex_delimiters=[])
-    with gr.Row():
-        pred_img = gr.Image(label="Predicted page", type="pil", format="png", interactive=False,
-                            elem_id="trace-predicted", height=560)
-        gold_img = gr.Image(label="Gold page", type="pil", format="png", interactive=False, elem_id="trace-gold",
-                            height=560)
-    with gr.Row():
-        ranks = gr.Dataframe(df([], ["Stage", "Gold rank"]), label="Gold page's rank per stage",
-                             interactive=False, elem_id="gold-ranks")
-        q_probs = gr.BarPlot(None, x="option", y="probability", y_lim=[0, 1],
-                             label=V.scorer_title(None, ctx.settings.scorer), sort="x",
-                             elem_id="question-probabilities", height=240)
-    trace_code = gr.Code(label="Trace", language="json", elem_id="trace", max_lines=30)
-    gr.Markdown("### Compare two saved runs")
-    with gr.Row():
-        run_a = gr.Dropdown(label="Before (older run)", choices=[], elem_id="run-a")
-        run_b = gr.Dropdown(label="After (newer run)", choices=[], elem_id="run-b")
-        with gr.Column():
-            open_btn = gr.Button("Open the after run", elem_id="open-run")
-            compare_btn = gr.Button("Compare before → after", elem_id="compare")
-    compare_md = gr.Markdown(elem_id="compare-summary", latex_delimiters=[])
-    deltas = gr.Dataframe(df([], DELTA_COLUMNS), label="Score changes", interactive=False, elem_id="deltas")
-    flips = gr.Dataframe(df([], FLIP_COLUMNS), label="Questions that flipped (answer, document or page)",
-                         interactive=False, elem_id="flips", wrap=True)
+def shown_metrics(run: dict) -> tuple[dict, int]:
+    """A run's metrics as shown, and how many questions it did not ask (a stopped run): its seconds per question
+    are then those of the questions it asked (the not-asked took none: they made the median 0.0 s)."""
+    skipped = sum(1 for t in run["traces"] if R.not_asked(t))
+    m = dict(run["metrics"])
+    if skipped:
+        for k in ("p50_seconds", "p95_seconds"):
+            m.pop(k, None)
+        m.update(seconds_summary([t for t in run["traces"] if not R.not_asked(t)]))
+    return m, skipped
 
-    def missing_note(sid, questions: list) -> str:
-        if not store.exists(sid):
-            return ""
-        with store.open(sid) as pipe:
-            names = [d.name for d in pipe.library.documents()]
-        return missing_gold_note(missing_gold_documents(questions, names), len(questions))
 
-    def run_outputs(sid, name):
-        run = R.load_run(store.runs_dir(sid), name)
-        counts = M.kind_counts(run["traces"])
-        radio = gr.update(choices=[(f"{k} ({counts[k]})", k) for k in M.kinds_for(run["traces"])], value=M.ALL)
-        table = df(R.question_rows(run["traces"], run["questions"]), QUESTION_HEADERS)
-        qs = [SimpleNamespace(gold_doc=q.get("gold_doc")) for q in run["questions"].values()]
-        d = run["dir"]
-        return (V.metrics_markdown(run["metrics"], name, missing_note(sid, qs)), V.metrics_frame(run["metrics"]),
-                radio, table, name, gr.update(value=_download_copy(d / "submission.csv"), interactive=True),
-                gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True))
+def kind_choices(traces: list[dict], skipped: int) -> list[tuple[str, str]]:
+    """The error filter's choices with their counts (a stopped run's not-asked questions are among the failed)."""
+    counts = M.kind_counts(traces)
+    name = lambda k: "failed or not asked" if k == M.FAILED and skipped else k  # noqa: E731
+    return [(f"{name(k)} ({counts[k]})", k) for k in M.kinds_for(traces)]
 
-    def read_csv(csv_file):
-        """(questions, problems, free): a CSV without option columns holds free-form questions."""
-        if not csv_file:
-            raise user_error("Upload a questions CSV first.")
-        try:
-            data = Path(csv_file).read_bytes()
-            free = is_free_form(data)
-            read = read_free_questions if free else read_questions
-            return (*read(data, max_questions=ctx.settings.max_questions), free)
-        except UserError as e:
-            log.info("evaluation run: %s: %s", type(e).__name__, e)
-            raise user_error(str(e)) from None
 
-    def on_validate(sid, csv_file):
-        """The fast first step (no outputs): a mistake shows a message only, nothing else changes."""
-        need_sid(sid)
-        read_csv(csv_file)
-        if not store.exists(sid):
-            log.info("evaluation run: empty library")
-            raise user_error("The library is empty: add the PDFs on the Library tab first.")
+def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
+    """A saved run's score, question table and downloads."""
+    run = R.load_run(ctx.store.runs_dir(sid), name)
+    qs = [SimpleNamespace(gold_doc=q.get("gold_doc")) for q in run["questions"].values()]
+    m, skipped = shown_metrics(run)
+    d = run["dir"]
+    return {ui.score_md: V.metrics_markdown(m, name, _missing_note(ctx, sid, qs), not_asked=skipped),
+            ui.score_plot: V.metrics_frame(run["metrics"]),
+            ui.kind: gr.update(choices=kind_choices(run["traces"], skipped), value=M.ALL),
+            ui.qtable: df(R.question_rows(run["traces"], run["questions"]), QUESTION_HEADERS), ui.shown: name,
+            ui.sub_dl: gr.update(value=_download_copy(d / "submission.csv"), interactive=True),
+            ui.trace_dl: gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True)}
 
-    def no_trace():
-        """The question trace emptied: it belonged to the run shown before."""
-        return ("", "", gr.update(value=None, label="Predicted page"), gr.update(value=None, label="Gold page"),
-                df([], ["Stage", "Gold rank"]), None)
 
-    def on_start(sid, csv_file):
-        """The progress bar at 0, a busy Run button, Stop enabled, the last run's question trace cleared."""
-        questions, _, _ = read_csv(csv_file)
-        stops[sid] = threading.Event()
-        return (V.progress_html(0, len(questions), 0.0, "waiting for the model…"),
-                gr.update(interactive=False, value="Running…"), gr.update(interactive=True),
-                f"Starting a run of {V.plural(len(questions), 'question')}…", *no_trace())
+def read_csv(ctx: Context, csv_file) -> tuple[list, list, bool]:
+    """(questions, problems, free): a CSV without option columns holds free-form questions."""
+    if not csv_file:
+        raise user_error("Upload a questions CSV first.")
+    try:
+        data = Path(csv_file).read_bytes()
+        free = is_free_form(data)
+        read = read_free_questions if free else read_questions
+        return (*read(data, max_questions=ctx.settings.max_questions), free)
+    except UserError as e:
+        log.info("evaluation run: %s: %s", type(e).__name__, e)
+        raise user_error(str(e)) from None
 
-    def on_stop(sid):
-        if sid in stops:
-            stops[sid].set()
-        return gr.update(interactive=False, value="Stopping…")
 
-    @handled("the evaluation run")
-    def on_run(sid, csv_file, name, order=False):
-        questions, problems, free = read_csv(csv_file)
-        stop = stops.setdefault(sid, threading.Event())
-        runs_dir = store.runs_dir(sid)
-        name = R.unique_run_name(runs_dir, R.clean_run_name(name))
-        out = runs_dir / name
-        notes = "".join(f"\n- {V.md_escape(p)}" for p in problems[:20])
-        skip = [gr.skip()] * 9
-        t0, done, n, failed = time.perf_counter(), 0, len(questions), ""
-        with store.open(sid) as pipe:
-            R.save_questions(out, questions)
-            run_pipe = _Stoppable(pipe, stop, order_check=ORDER_CHECKS if order and not free else 0)
-            run = evaluate_free if free else evaluate
-            work = lambda report: run(run_pipe, questions, out, progress=report)  # noqa: E731
-            for kind, val in V.stream(work, tick=1.0):
-                if kind in ("progress", "tick"):
-                    if kind == "progress":
-                        done, n, rec = val
-                    stage = "stopping…" if stop.is_set() else f"question {done + 1}" if done < n else ""
-                    yield V.progress_html(done, n, time.perf_counter() - t0, stage), \
-                        f"Run {V.md_escape(name)}: {done}/{n} questions answered{notes}", *skip
-                elif kind == "error":
+def no_trace(ui: EvaluateTab) -> dict:
+    """The question trace emptied: it belonged to the run shown before."""
+    return {ui.q_head: "", ui.trace_code: "", ui.pred_img: gr.update(value=None, label="Predicted page"),
+            ui.gold_img: gr.update(value=None, label="Gold page"), ui.ranks: df([], RANK_COLUMNS), ui.q_probs: None}
+
+
+# ---- a run ---------------------------------------------------------------------------------------
+def on_validate(ctx: Context, ui: EvaluateTab, sid, csv_file):
+    """The fast first step: the CSV read (once: the run takes it from here); a mistake shows a message only."""
+    need_sid(sid)
+    parsed = read_csv(ctx, csv_file)
+    if not ctx.store.exists(sid):
+        log.info("evaluation run: empty library")
+        raise user_error("The library is empty: add the PDFs on the Library tab first.")
+    return {ui.parsed: parsed}
+
+
+def on_start(ui: EvaluateTab, parsed):
+    """The progress bar at 0, a busy Run button, Stop enabled for this run, the last run's question trace cleared."""
+    n = len(parsed[0])
+    return {ui.progress: V.progress_html(0, n, 0.0, "waiting for the model…"), ui.token: ui.stops.start(),
+            ui.run_btn: gr.update(interactive=False, value="Running…"), ui.stop_btn: gr.update(interactive=True),
+            ui.message: f"Starting a run of {V.plural(n, 'question')}…", **no_trace(ui)}
+
+
+def on_stop(ui: EvaluateTab, token):
+    ui.stops.stop(token)
+    return {ui.stop_btn: gr.update(interactive=False, value="Stopping…")}
+
+
+def _work(ctx: Context, pipe, parsed, out: Path, stop: threading.Event, order: bool):
+    questions, _, free = parsed
+    n_orders = ctx.settings.order_check if ctx.settings.order_check > 1 else ORDER_CHECKS
+    run_pipe = _Stoppable(pipe, stop, order_check=n_orders if order and not free else 0)
+    run = evaluate_free if free else evaluate
+    return lambda report: run(run_pipe, questions, out, progress=report)
+
+
+@handled("the evaluation run")
+def on_run(ctx: Context, ui: EvaluateTab, sid, parsed, name, order, token):
+    questions, problems, _ = parsed
+    stop = ui.stops.flag(token)
+    runs_dir = ctx.store.runs_dir(sid)
+    name = R.unique_run_name(runs_dir, R.clean_run_name(name))
+    notes = "".join(f"\n- {V.md_escape(p)}" for p in problems[:20])
+    t0, done, n, failed = time.perf_counter(), 0, len(questions), ""
+    try:
+        with ctx.store.open(sid) as pipe:
+            R.save_questions(runs_dir / name, questions)
+            for kind, val in V.stream(_work(ctx, pipe, parsed, runs_dir / name, stop, order), tick=1.0):
+                if kind == "error":
                     raise user_error(f"The run failed: {message(val, 'the evaluation run')}")
-                else:
-                    failed = V.failed_text([t for t in val[1] if not str(t.get("error", "")).startswith("Stopped")])
-        asked = sum(1 for t in R.load_run(runs_dir, name)["traces"] if not str(t.get("error", "")).startswith("Stopped"))
-        how = (f"stopped after {asked} of {V.plural(n, 'question')} (the {n - asked} not asked count as failed in "
-               f"the score)" if asked < n else f"finished: {V.plural(n, 'question')}")
-        yield (V.progress_html(asked, n, time.perf_counter() - t0, "stopped" if asked < n else "done"),
-               f"Run {V.md_escape(name)} {how}{failed}.{notes}", *run_outputs(sid, name), *runs_choices(ctx, sid))
+                if kind == "done":
+                    failed = V.failed_text([t for t in val[1] if not R.not_asked(t)])
+                    continue
+                done = val[0] if kind == "progress" else done
+                stage = "stopping…" if stop.is_set() else f"question {done + 1}" if done < n else ""
+                yield {ui.progress: V.progress_html(done, n, time.perf_counter() - t0, stage),
+                       ui.message: f"Run {V.md_escape(name)}: {done}/{n} questions answered{notes}"}
+    finally:
+        ui.stops.finish(token)
+    asked = sum(1 for t in R.load_run(runs_dir, name)["traces"] if not R.not_asked(t))
+    how = (f"stopped after {asked} of {V.plural(n, 'question')} (the {n - asked} not asked count as wrong in "
+           f"the score)" if asked < n else f"finished: {V.plural(n, 'question')}")
+    yield {ui.progress: V.progress_html(asked, n, time.perf_counter() - t0, "stopped" if asked < n else "done"),
+           **run_views(ctx, ui, sid, name), ui.message: f"Run {V.md_escape(name)} {how}{failed}.{notes}",
+           **runs_choices(ctx, ui, sid)}
 
-    def on_finish():
-        return gr.update(interactive=True, value="Run"), gr.update(interactive=False, value="Stop")
 
-    @handled("opening a run")
-    def on_open_run(sid, name):
-        need_sid(sid)
-        if not name:
-            raise user_error("Pick a saved run first.")
-        return f"Opened run {V.md_escape(name)}.", *run_outputs(sid, name)
+def on_finish(ui: EvaluateTab, token):
+    ui.stops.finish(token)  # a run that failed before it began leaves no flag behind
+    return {ui.run_btn: gr.update(interactive=True, value="Run"), ui.stop_btn: gr.update(interactive=False, value="Stop")}
 
-    @handled("filtering a run")
-    def on_filter(sid, name, kind):
-        if not name or not valid_session_id(sid):
-            return gr.skip()
-        run = R.load_run(store.runs_dir(sid), name)
-        return df(R.question_rows(M.filter_traces(run["traces"], kind), run["questions"]), QUESTION_HEADERS)
 
-    @handled("showing a question's trace")
-    def on_question(sid, name, evt: gr.SelectData):
-        need_sid(sid)
-        row = evt.row_value or []
-        if not name or not row:
-            return [gr.skip()] * 6
-        run = R.load_run(store.runs_dir(sid), name)
-        rec = next((t for t in run["traces"] if t["Question_ID"] == str(row[0])), None)
-        if rec is None:
-            return no_trace()
-        pred = gold = None
-        pred_label, gold_label = "Predicted page", "Gold page"
-        if store.exists(sid):
-            with store.open(sid) as pipe:
-                try:
-                    pred, pred_label, gold, gold_label = V.trace_pages(pipe.library, rec)
-                except (ValueError, FileNotFoundError) as e:
-                    log.info("trace pages not shown: %s", e)
-        q = run["questions"].get(rec["Question_ID"], {})
-        head = f"**Question {V.md_escape(rec['Question_ID'])}:** {V.md_escape(q.get('text', ''), 500)}"
-        if q.get("options"):
-            head += "".join(f"  \n{L}) {V.md_escape(o, 200)}" for L, o in zip(LETTERS, q["options"]))
-        kinds = M.error_kinds(rec)
-        head += f"\n\n{'; '.join(kinds) if kinds else 'no errors' if rec.get('gold') else 'no gold to compare with'}"
-        head += f"\n\n**Left:** {V.md_escape(pred_label)}  \n**Right:** {V.md_escape(gold_label)}"
-        return (head, json.dumps(V.trace_for_display(rec), ensure_ascii=False, indent=1),
-                gr.update(value=pred, label=pred_label), gr.update(value=gold, label=gold_label),
-                df(V.rank_rows(rec), ["Stage", "Gold rank"]), V.probs_frame(rec.get("probabilities") or {}))
+# ---- saved runs ------------------------------------------------------------------------------------
+@handled("opening a run")
+def on_open_run(ctx: Context, ui: EvaluateTab, sid, name):
+    need_sid(sid)
+    if not name:
+        raise user_error("Pick a saved run first.")
+    return {ui.message: f"Opened run {V.md_escape(name)}.", **run_views(ctx, ui, sid, name), **no_trace(ui)}
 
-    @handled("comparing runs")
-    def on_compare(sid, a, b):
-        need_sid(sid)
-        if not a or not b:
-            raise user_error("Pick two saved runs.")
-        ra, rb = R.load_run(store.runs_dir(sid), a), R.load_run(store.runs_dir(sid), b)
-        c = M.compare_runs(ra, rb)
-        r3 = lambda v: round(v, 3) if isinstance(v, (int, float)) else v  # noqa: E731
-        delta_rows = df([[d["metric"], r3(d["A"]), r3(d["B"]), r3(d["B − A"])] for d in c["deltas"]], DELTA_COLUMNS)
-        rows = flip_rows(ra, rb)
-        summary = (f"Before = {V.md_escape(a)}, after = {V.md_escape(b)}: {c['fixed']} fixed (wrong before, right "
-                   f"after), {c['broken']} broken (right before, wrong after); {V.plural(len(rows), 'flip')} "
-                   "of answer, document or page listed below")
-        return summary, delta_rows, df(rows, FLIP_COLUMNS)
 
-    trace_parts = [q_head, trace_code, pred_img, gold_img, ranks, q_probs]
-    run_btn.click(on_validate, [sid, csv_in], None, show_progress="hidden") \
-        .success(on_start, [sid, csv_in], [progress_html, run_btn, stop_btn, eval_msg, *trace_parts], queue=False,
-                 show_progress="hidden") \
-        .success(on_run, [sid, csv_in, run_name, check_order],
-                 [progress_html, eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl, run_a,
-                  run_b], show_progress="hidden", **ctx.model_work) \
-        .then(on_finish, None, [run_btn, stop_btn], queue=False, show_progress="hidden")
-    stop_btn.click(on_stop, [sid], [stop_btn], queue=False, show_progress="hidden")
-    open_btn.click(on_open_run, [sid, run_b], [eval_msg, score_md, score_plot, kind, qtable, run_state, sub_dl, trace_dl]) \
-        .success(no_trace, None, trace_parts, queue=False, show_progress="hidden")
-    kind.change(on_filter, [sid, run_state, kind], [qtable])
-    qtable.select(on_question, [sid, run_state], [q_head, trace_code, pred_img, gold_img, ranks, q_probs])
-    compare_btn.click(on_compare, [sid, run_a, run_b], [compare_md, deltas, flips])
-    for pick in (run_a, run_b):  # a comparison shown is of the runs it names: picking others clears it
-        pick.change(lambda: ("", df([], DELTA_COLUMNS), df([], FLIP_COLUMNS)), None, [compare_md, deltas, flips],
-                    queue=False, show_progress="hidden")
-    return EvaluateTab(run_a, run_b)
+@handled("filtering a run")
+def on_filter(ctx: Context, ui: EvaluateTab, sid, name, kind):
+    if not name or not valid_session_id(sid):
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
+    run = R.load_run(ctx.store.runs_dir(sid), name)
+    return {ui.qtable: df(R.question_rows(M.filter_traces(run["traces"], kind), run["questions"]), QUESTION_HEADERS)}
+
+
+def question_head(rec: dict, q: dict, pred_label: str, gold_label: str) -> str:
+    head = f"**Question {V.md_escape(rec['Question_ID'])}:** {V.md_escape(q.get('text', ''), 500)}"
+    if q.get("options"):
+        head += "".join(f"  \n{L}) {V.md_escape(o, 200)}" for L, o in zip(LETTERS, q["options"]))
+    kinds = M.error_kinds(rec)
+    head += f"\n\n{'; '.join(kinds) if kinds else 'no errors' if rec.get('gold') else 'no gold to compare with'}"
+    return head + f"\n\n**Left:** {V.md_escape(pred_label)}  \n**Right:** {V.md_escape(gold_label)}"
+
+
+@handled("showing a question's trace")
+def on_question(ctx: Context, ui: EvaluateTab, sid, name, evt: gr.SelectData):
+    need_sid(sid)
+    row = evt.row_value or []
+    if not name or not row:
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
+    run = R.load_run(ctx.store.runs_dir(sid), name)
+    rec = next((t for t in run["traces"] if t["Question_ID"] == str(row[0])), None)
+    if rec is None:
+        return no_trace(ui)
+    pred = gold = None
+    pred_label, gold_label = "Predicted page", "Gold page"
+    if ctx.store.exists(sid):
+        with ctx.store.open(sid) as pipe:
+            try:
+                pred, pred_label, gold, gold_label = V.trace_pages(pipe.library, rec)
+            except (ValueError, FileNotFoundError) as e:
+                log.info("trace pages not shown: %s", e)
+    return {ui.q_head: question_head(rec, run["questions"].get(rec["Question_ID"], {}), pred_label, gold_label),
+            ui.trace_code: json.dumps(V.trace_for_display(rec), ensure_ascii=False, indent=1),
+            ui.pred_img: gr.update(value=pred, label=pred_label), ui.gold_img: gr.update(value=gold, label=gold_label),
+            ui.ranks: df(V.rank_rows(rec), RANK_COLUMNS), ui.q_probs: V.probs_frame(rec.get("probabilities") or {})}
+
+
+@handled("comparing runs")
+def on_compare(ctx: Context, ui: EvaluateTab, sid, a, b):
+    need_sid(sid)
+    if not a or not b:
+        raise user_error("Pick two saved runs.")
+    c = M.compare_runs(R.load_run(ctx.store.runs_dir(sid), a), R.load_run(ctx.store.runs_dir(sid), b),
+                       not_asked=R.not_asked)
+    r3 = lambda v: round(v, 3) if isinstance(v, (int, float)) else v  # noqa: E731
+    rows = [[f["Question_ID"], f"{f['what']} {f['change']}", f["gold"], f["A"], f["B"]] for f in c["flips"]]
+    return {ui.compare_md: V.compare_markdown(a, b, c),
+            ui.deltas: df([[d["metric"], r3(d["A"]), r3(d["B"]), r3(d["B − A"])] for d in c["deltas"]], DELTA_COLUMNS),
+            ui.flips: df(rows, FLIP_COLUMNS)}
+
+
+def on_pick(ui: EvaluateTab):
+    """A comparison shown is of the runs it names: picking others clears it."""
+    return {ui.compare_md: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS)}
+
+
+def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
+    quiet = dict(queue=False, show_progress="hidden")
+    ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed], **quiet) \
+        .success(bind(on_start, ui), [ui.parsed], [ui.progress, ui.token, ui.run_btn, ui.stop_btn, ui.message,
+                                                   *ui.trace_parts], **quiet) \
+        .success(bind(on_run, ctx, ui), [sid, ui.parsed, ui.run_name, ui.check_order, ui.token],
+                 [ui.progress, *ui.run_outputs, *ui.load_outputs], show_progress="hidden", **ctx.model_work) \
+        .then(bind(on_finish, ui), [ui.token], [ui.run_btn, ui.stop_btn], **quiet)
+    ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
+    ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
+    ui.kind.change(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind], [ui.qtable])
+    ui.qtable.select(bind(on_question, ctx, ui), [sid, ui.shown], ui.trace_parts)
+    ui.compare_btn.click(bind(on_compare, ctx, ui), [sid, ui.run_a, ui.run_b], [ui.compare_md, ui.deltas, ui.flips])
+    for pick in (ui.run_a, ui.run_b):
+        pick.change(bind(on_pick, ui), None, [ui.compare_md, ui.deltas, ui.flips], **quiet)

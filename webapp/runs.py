@@ -17,6 +17,8 @@ from pathlib import Path
 
 from pipeline.evaluation.metric import error_kinds
 
+from .views import short_name
+
 _NAME = re.compile(r"[^\w.\-]+", re.UNICODE)
 
 
@@ -67,11 +69,15 @@ def load_run(runs_dir: Path, name: str) -> dict:
     return {"name": name, "metrics": metrics, "traces": traces, "questions": questions, "dir": d}
 
 
-QUESTION_COLUMNS = ["Question_ID", "Question", "Answer", "Gold answer", "Document", "Gold document", "Page",
-                    "Gold page", "Errors", "Seconds"]
+def not_asked(t: dict) -> bool:
+    """Whether a run never asked this question: it was stopped first (the Evaluate tab's Stop records
+    "Stopped: …"), or the questions before it timed out on a model server (``not_tried``)."""
+    return bool(t.get("not_tried")) or str(t.get("error", "")).startswith("Stopped:")
 
 
 def _errors_cell(t: dict, gold: dict) -> str:
+    if not_asked(t) and not t.get("not_tried"):
+        return "not asked (stopped)"
     if t.get("error"):
         return f"failed: {t['error']}"
     return "; ".join(error_kinds(t)) or ("right" if gold else "no gold")
@@ -103,7 +109,8 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) 
         if free:
             answer = _cut(answer, 80) or ("" if "error" in t else "(not found)")
             gold_answer = _cut(gold_answer, 80) or ("(unanswerable)" if gold else "")
-        rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, t.get("doc") or "", gold.get("doc") or "",
+        rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, short_name(t.get("doc")),
+                     short_name(gold.get("doc")),
                      t.get("page") if t.get("page") is not None else "",
                      gold.get("page") if gold.get("page") is not None else "",
                      _errors_cell(t, gold), _order_cell(t), round(float(t.get("seconds", 0.0)), 2)])

@@ -1,8 +1,9 @@
 """The Gradio Blocks UI: three tabs over per-session libraries, one module each.
 
 ``library_tab`` (upload, list, remove), ``ask_tab`` (one question) and
-``evaluate_tab`` (runs, traces, comparison) build their blocks and own their
-handlers; this module puts them together and loads a visitor's session.
+``evaluate_tab`` (runs, traces, comparison) each lay out their components, own
+their handlers and wire them; this module puts them together, loads a visitor's
+session, and returns the Blocks with the visitors' libraries (:class:`App`).
 The logic they show lives in :mod:`webapp.blocks`, :mod:`webapp.runs`,
 :mod:`webapp.sessions` and :mod:`webapp.views`.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -22,7 +24,7 @@ from pipeline.settings import Settings
 from pipeline.types import Question
 
 from . import ask_tab, evaluate_tab, library_tab
-from .common import Context
+from .common import Context, bind
 from .sessions import SessionStore, new_session_id, valid_session_id
 
 log = logging.getLogger(__name__)
@@ -61,40 +63,72 @@ def sample_questions(sample_dir: Path) -> list[Question]:
         return []
 
 
-def build_app(settings: Settings, *, models: Models | None = None, shared: bool = False,
-              sample_dir: Path | str = "assets/sample", model_concurrency: int = 1,
-              max_sessions: int = 200, max_age_s: float = 7 * 86400, max_open: int = 8) -> gr.Blocks:
-    models = models or Models(settings)
-    data_dir, sample_dir = Path(settings.data_dir), Path(sample_dir)
-    # uploads return once a document is searchable (BM25); its vectors are added in the background
-    store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models, background=True),
-                         shared=shared,
-                         max_sessions=max_sessions, max_age_s=max_age_s, max_open=max_open)
-    store.cleanup()
-    ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
-                  dict(concurrency_limit=model_concurrency, concurrency_id="model"))
+@dataclass
+class App:
+    """The built web app: its Blocks (``demo.queue(...).launch(...)``) and the visitors' libraries."""
 
+    demo: gr.Blocks
+    store: SessionStore
+
+
+@dataclass
+class _Page:
+    stored: gr.BrowserState
+    sid: gr.State
+    library: library_tab.LibraryTab
+    ask: ask_tab.AskTab
+    evaluate: evaluate_tab.EvaluateTab
+
+
+def on_load(ctx: Context, page: _Page, stored):
+    """The visitor's session id (kept in the browser), their documents and their saved runs."""
+    sid = stored if valid_session_id(stored) else new_session_id()
+    return {page.stored: sid, page.sid: sid, **library_tab.library_views(ctx, page.library, sid),
+            **evaluate_tab.runs_choices(ctx, page.evaluate, sid)}
+
+
+def on_ask_page(ctx: Context, page: _Page, sid):
+    return {page.ask.examples: gr.update(visible=ask_tab.examples_visible(ctx, sid))}
+
+
+def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
     with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(3600, 6 * 3600)) as demo:
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=browser_secret(data_dir))
         sid = gr.State("")
         gr.Markdown("# PDF QA\nAnswers six-option (A–F) questions — or plain questions, with a short answer or "
                     "\"not found\" — from your PDFs, names the document and page, and shows the evidence."
-                    + (" *Shared library: everyone sees the same documents.*" if shared
+                    + (" *Shared library: everyone sees the same documents.*" if ctx.store.shared
                        else " Your library is private to this browser."))
         with gr.Tabs():
             with gr.Tab("Library", id="library"):
-                library = library_tab.build(ctx, sid)
+                library = library_tab.layout(ctx)
             with gr.Tab("Ask", id="ask") as ask_page:
-                examples = ask_tab.build(ctx, sid)
+                ask = ask_tab.layout(ctx)
             with gr.Tab("Evaluate", id="evaluate"):
-                evaluation = evaluate_tab.build(ctx, sid)
+                evaluation = evaluate_tab.layout(ctx)
+    return demo, _Page(stored, sid, library, ask, evaluation), ask_page
 
-        def on_load(stored):
-            sid = stored if valid_session_id(stored) else new_session_id()
-            return sid, sid, *library_tab.library_views(ctx, sid), *evaluate_tab.runs_choices(ctx, sid)
 
-        demo.load(on_load, [stored], [stored, sid, *library.load_outputs, *evaluation.load_outputs])
-        ask_page.select(lambda sid: gr.update(visible=ask_tab.examples_visible(ctx, sid)), [sid], [examples],
-                        queue=False, show_progress="hidden")
-    demo.pdfqa_store = store  # for tests and maintenance
-    return demo
+def build_app(settings: Settings, *, models: Models | None = None, sample_dir: Path | str = "assets/sample",
+              max_open: int = 8) -> App:
+    """The web app over ``settings`` (shared library, model concurrency, session limits are settings);
+    ``max_open``: visitors' libraries held open at once."""
+    models = models or Models(settings)
+    data_dir, sample_dir = Path(settings.data_dir), Path(sample_dir)
+    # uploads return once a document is searchable (BM25); its vectors are added in the background
+    store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models, background=True),
+                         shared=settings.shared_library, max_sessions=settings.max_sessions,
+                         max_age_s=settings.session_days * 86400, max_open=max_open)
+    store.cleanup()
+    ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
+                  dict(concurrency_limit=settings.model_concurrency, concurrency_id="model"))
+    demo, page, ask_page = _layout(ctx, data_dir)
+    with demo:
+        library_tab.wire(ctx, page.library, page.sid)
+        ask_tab.wire(ctx, page.ask, page.sid)
+        evaluate_tab.wire(ctx, page.evaluate, page.sid)
+        demo.load(bind(on_load, ctx, page), [page.stored],
+                  [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs], api_name="on_load")
+        ask_page.select(bind(on_ask_page, ctx, page), [page.sid], [page.ask.examples], queue=False,
+                        show_progress="hidden")
+    return App(demo, store)

@@ -124,14 +124,24 @@ def doc_label(title: str | None, name: str | None) -> str:
     return f"{title} — {name}" if title and title != name else name
 
 
+_HASHED = re.compile(r"^([0-9a-f]{8})[0-9a-f]{8,}(\.\w+)?$", re.IGNORECASE)
+
+
+def short_name(name: str | None) -> str:
+    """A file name for a narrow table cell: a hashed name ("1026d4282a0f….pdf", 44 characters without a
+    break) cut to its first 8 hex digits so the cell does not break it mid-word; other names as they are."""
+    m = _HASHED.match(name or "")
+    return f"{m.group(1)}…{m.group(2) or ''}" if m else (name or "")
+
+
 def titles_of(library) -> dict[str, str]:
     """File name → title for the library's documents."""
     return {d.name: getattr(d, "title", "") for d in library.documents()}
 
 
 def doc_rows(docs) -> list[list]:
-    return [[doc_label(getattr(d, "title", ""), d.name), doc_state(d), d.n_pages, d.n_chunks, "; ".join(d.warnings)]
-            for d in docs]
+    return [[doc_label(getattr(d, "title", ""), short_name(d.name)), doc_state(d), d.n_pages, d.n_chunks,
+             "; ".join(d.warnings)] for d in docs]
 
 
 def doc_state(d) -> str:
@@ -146,8 +156,9 @@ def doc_choices(docs) -> list[tuple[str, str]]:
 # ---- ask ---------------------------------------------------------------------------
 CANDIDATE_COLUMNS = ["Rank", "Document", "Pages", "Shown page", "To model", "rerank", "fused", "dense",
                      "lexical", "option_dense", "option_lexical", "Text"]
-# shares of the table's width (fixed pixels left the text column narrow with white space beside it at 1920 px)
-CANDIDATE_WIDTHS = ["4%", "10.5%", "5%", "5.5%", "5.5%", "6%", "6%", "6%", "6%", "6.5%", "6.5%", "32.5%"]
+# shares of the table's width (fixed pixels left the text column narrow with white space beside it at 1920 px),
+# each wide enough at 1280 px for its header's longest word ("option_lexical"): a header is never broken mid-word
+CANDIDATE_WIDTHS = ["4.5%", "11.5%", "5%", "5.5%", "5.5%", "6%", "5.5%", "5.5%", "6.5%", "10%", "11.5%", "23%"]
 SCORE_KEYS = ["rerank", "fused", "dense", "lexical", "option_dense", "option_lexical"]
 
 
@@ -165,13 +176,18 @@ WEAK_EVIDENCE = "⚠ The answer may not be in your documents"
 
 
 def scorer_title(a: Answer | None, scorer: str = "") -> str:
-    """The probability chart's title: which scorer produced the numbers (the answer's own word, else the
-    settings' ``scorer``)."""
-    key = str((a.details.get("scorer") if a is not None else None) or scorer)
-    title = SCORER_TITLES.get(key, "Probabilities")
+    """The probability chart's title: which scorer produced the numbers (``scorer``: the settings' one, with
+    which the answer was made), and whether the option's words found in the passages raised them."""
+    title = SCORER_TITLES.get(scorer, "Probabilities")
     if a is not None and "listed_support" in (a.details.get("features") or {}):
         title += ", raised by the option's words found in the passages"
     return title
+
+
+def chart_title(scorer: str = "") -> str:
+    """The chart's own label: the scorer's name only, so it stays one line above the bars (a two-line label
+    pushed the option letters out of the chart); :func:`scorer_title` says the rest beside the answer."""
+    return SCORER_TITLES.get(scorer, "Probabilities").split(" (")[0]
 
 
 def not_in_documents(a: Answer) -> bool:
@@ -227,25 +243,40 @@ def candidate_rows(refs: list[dict]) -> list[list]:
     rows = []
     for r in refs:
         sc = r["scores"]
-        rows.append([r["rank"], doc_label(r.get("title", ""), r["doc_name"]), ", ".join(map(str, r["pages"])), r["page"],
+        rows.append([r["rank"], doc_label(r.get("title", ""), short_name(r["doc_name"])), ", ".join(map(str, r["pages"])),
+                     r["page"],
                      "yes" if r["evidence"] else "",
                      *[round(sc[k], 3) if k in sc else None for k in SCORE_KEYS], clip(plain(r["text"]), 300)])
     return rows
 
 
-def why_markdown(q: Question, a: Answer, why: dict[str, list]) -> str:
-    """"Why this answer": the lines that support the chosen option and the runner-up, side by side."""
+def why_markdown(q: Question, a: Answer, why: dict[str, list], k: int = 2) -> str:
+    """"Why this answer": the ``k`` lines that support the chosen option most and, beside them, the runner-up's
+    best lines that are not among them; when the runner-up has none of its own it gets no column (the same
+    lines under both said nothing about why one won), and a sentence says so."""
     if not why:
         return ""
-    cells = []
-    for letter in why:
-        opt = q.options[LETTERS.index(letter)]
-        lines = why[letter]
-        body = "<br>".join(f"p. {ln.page}: {md_escape(ln.text, 220)}" for ln in lines) or "no line supports it"
-        cells.append((f"{letter}) {md_escape(opt, 80)} — {a.probabilities.get(letter, 0.0):.0%}", body))
-    head = "| " + " | ".join(h for h, _ in cells) + " |"
-    return ("**Why this answer** (evidence lines for the chosen option and the runner-up)\n\n" + head + "\n|"
-            + "---|" * len(cells) + "\n| " + " | ".join(b for _, b in cells) + " |")
+    (chosen, mine), *rest = list(why.items())
+    mine = mine[:k]
+    seen = {(ln.page, ln.text) for ln in mine}
+    cells = [(chosen, mine)]
+    note = ""
+    if rest:
+        runner, theirs = rest[0]
+        own = [ln for ln in theirs if (ln.page, ln.text) not in seen][:k]
+        if own:
+            cells.append((runner, own))
+        else:
+            note = (f" The runner-up, {runner}) {md_escape(q.options[LETTERS.index(runner)], 80)} "
+                    f"({a.probabilities.get(runner, 0.0):.0%}), has no supporting line other than these.")
+    heads, bodies = [], []
+    for letter, lines in cells:
+        heads.append(f"{letter}) {md_escape(q.options[LETTERS.index(letter)], 80)} — "
+                     f"{a.probabilities.get(letter, 0.0):.0%}")
+        bodies.append("<br>".join(f"p. {ln.page}: {md_escape(ln.text, 220)}" for ln in lines) or "no line supports it")
+    what = "the chosen option and the runner-up" if len(cells) > 1 else "the chosen option"
+    return (f"**Why this answer** (the evidence lines for {what}).{note}\n\n| " + " | ".join(heads) + " |\n|"
+            + "---|" * len(cells) + "\n| " + " | ".join(bodies) + " |")
 
 
 def timing_rows(timings: dict[str, float]) -> list[list]:
@@ -263,9 +294,7 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
         read = "found" if fa.details.get("not_in_documents") else "it read"  # the flag abstains before reading
         return (f"## Not found in your documents\nNo answer was given: {md_escape(why, 400)}.  \n"
                 f"The closest passages {read} are shown (they are **not** an answer).")
-    lines = ["## Answer", f"**{md_escape(fa.text, 600)}**  ",
-             f"a short answer written by the model from the passages; {fa.grounding:.0%} of its words are in them"
-             + (" (the rest are the model's own wording)" if fa.grounding < 0.999 else ""), ""]
+    lines = ["## Answer", f"**{md_escape(fa.text, 600)}**  ", grounding_text(fa.grounding), ""]
     if fa.forced:
         lines[-1:-1] = ["*The model first said the passages hold no answer. The library does seem to hold this "
                         "question's document, so it was asked for its best answer from them: check it on the "
@@ -273,6 +302,15 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
     if label:
         lines.append(f"**Document:** {md_escape(label)} — **page {fa.page}**")
     return "\n".join(lines)
+
+
+def grounding_text(grounding: float) -> str:
+    """What the share of the answer's words found in the passages says: where the words came from (copied,
+    not made up), not whether the answer is right."""
+    rest = " (the rest are the model's own wording)" if grounding < 0.999 else ""
+    return (f"a short answer written by the model from the passages: {grounding:.0%} of its words are taken from "
+            f"them{rest}. That shows where its words came from, not that it answers the question: check it on "
+            "the highlighted page.")
 
 
 def closest_markdown(fa, titles: dict[str, str] | None = None, n: int = 3) -> str:
@@ -342,8 +380,15 @@ def progress_html(done: int, total: int, elapsed: float, stage: str = "") -> str
             f'<div>{done} / {total} questions · {duration(elapsed)} elapsed{left}{note}</div>')
 
 
-def metrics_markdown(m: dict, name: str, missing_note: str = "") -> str:
-    lines = [f"### Run {md_escape(name)}", f"{m.get('n_questions', 0)} questions, {m.get('failed', 0)} failed"]
+def metrics_markdown(m: dict, name: str, missing_note: str = "", not_asked: int = 0) -> str:
+    """A run's metrics in words; ``not_asked``: questions a stopped run never asked (counted failed in ``m``,
+    and wrong in the score, but named apart here; ``m``'s seconds are then of the asked questions only)."""
+    n, failed = m.get("n_questions", 0), m.get("failed", 0) - not_asked
+    head = f"{n} questions, {failed} failed"
+    if not_asked:
+        head = (f"{n} questions: stopped after {n - not_asked}, {not_asked} not asked (counted as wrong in the "
+                f"score), {failed} failed")
+    lines = [f"### Run {md_escape(name)}", head]
     if missing_note:
         lines += ["", f"**⚠ {md_escape(missing_note)}**"]
     if "score" in m:
@@ -394,6 +439,19 @@ def metrics_frame(m: dict) -> pd.DataFrame:
     parts = FREE_PARTS if "n_answerable" in m else SIX_PARTS
     keys = [k for k in parts if k in m]
     return pd.DataFrame({"part": [parts[k] for k in keys], "value": [float(m[k]) for k in keys]})
+
+
+def compare_markdown(a: str, b: str, c: dict) -> str:
+    """The comparison's summary (``c``: ``pipeline.evaluation.metric.compare_runs``): answers fixed and broken,
+    flips listed, and the questions a stopped run did not ask counted apart (not as broken)."""
+    said = (f"Before = {md_escape(a)}, after = {md_escape(b)}: {c['fixed']} fixed (wrong before, right after), "
+            f"{c['broken']} broken (right before, wrong after); {plural(len(c['flips']), 'flip')} of answer, "
+            "document or page listed below")
+    if c.get("not_asked"):
+        n = len(c["not_asked"])
+        said += (f". {plural(n, 'question')} one of the runs did not ask (it was stopped): not compared, not "
+                 f"counted as broken ({md_escape(', '.join(c['not_asked']), 200)}); the scores count them as wrong")
+    return said
 
 
 TRACE_FIRST = ["Question_ID", "answer", "gold", "doc", "page", "gold_rank", "error", "probabilities", "timings",

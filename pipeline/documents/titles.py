@@ -1,7 +1,9 @@
 """A document's human title: its PDF metadata title, else its first heading, else its first line.
 
 Metadata titles are often junk ("Microsoft Word - x.doc", "untitled", the file
-name, a hash, mojibake) and are refused; headings and lines are taken from the
+name, a hash, mojibake) and are refused; so is one that belongs to another
+document (a file made from another one's template keeps that one's title): most
+of its words must occur in the document's first pages. Headings and lines are taken from the
 first pages' cleaned Markdown (Markdown and HTML markers removed); a heading is
 a Markdown ``#`` line (a larger font), not a bold label. A title that is one
 word ("ІНСТРУКЦІЯ") takes the next lines with it ("ІНСТРУКЦІЯ для медичного
@@ -32,6 +34,8 @@ _FILE_EXT = re.compile(r"\.(docx?|pdf|odt|ods|odp|rtf|txt|xlsx?|pptx?|indd|tex|d
                        r"bmp|gif|ps|eps|pages|wpd)\s*$", re.IGNORECASE)
 _HEXLIKE = re.compile(r"^[0-9a-f]{12,}$|^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 _CLAUSE = re.compile(r"[,;:]\s|\s[—–-]\s")
+_WORD = re.compile(r"[^\W\d_]{4,}")  # a word of four letters or more (not "для", "при", "the")
+_STEM = 5  # words are compared by their first letters, so that inflected forms match ("архів", "архівних")
 
 
 def clean(text: str) -> str:
@@ -100,6 +104,21 @@ def _metadata_title(pdf) -> str:
         return ""
 
 
+def _stems(text: str) -> list[str]:
+    return [w.lower()[:_STEM] for w in _WORD.findall(text)]
+
+
+def belongs(title: str, texts: Sequence[str]) -> bool:
+    """Whether ``title`` is this document's: more than half of its words (four letters or more, compared by
+    their first five letters) occur in ``texts`` (the first pages' Markdown). A title with no such word, or
+    a document with no text to compare with (a scan without OCR), is believed."""
+    words = _stems(title)
+    body = set(_stems(" ".join(texts)))
+    if not words or not body:
+        return True
+    return sum(w in body for w in words) > len(words) / 2
+
+
 def _markdown(pages: Sequence[Page | str]) -> list[str]:
     return [p if isinstance(p, str) else p.markdown for p in list(pages)[:_PAGES]]
 
@@ -140,16 +159,18 @@ def _first_line(texts: list[str], name: str, max_chars: int) -> str:
 
 
 def title_of(pdf, pages: Sequence[Page | str], name: str = "", max_chars: int = MAX_CHARS) -> str:
-    """The document's title for people: PDF metadata title if usable, else first heading, else first line.
+    """The document's title for people: PDF metadata title if usable and the document's own (:func:`belongs`,
+    judged on the words shown), else first heading, else first line.
 
     ``pdf`` is the PDF's bytes or an open ``pymupdf.Document`` (or None); ``pages`` the parsed
     :class:`Page` objects or their Markdown; ``name`` the file name (a metadata title equal to it is
     refused; with nothing else usable its stem is the title). At most ``max_chars`` characters.
     """
     meta = clean(_metadata_title(pdf))
-    if usable(meta, name):
-        return shorten(meta, max_chars)
     texts = _markdown(pages)
+    shown = shorten(meta, max_chars)  # judged as shown: a long one's tail (a leaflet's packaging) is on later pages
+    if usable(meta, name) and belongs(shown, texts):
+        return shown
     for found in (_first_heading(texts, name, max_chars), _first_line(texts, name, max_chars)):
         if found:
             return shorten(found, max_chars)

@@ -144,36 +144,58 @@ def answer_right(rec: dict) -> bool | None:
     return rec.get("answer") == gold["answer"]
 
 
-def compare_runs(a: dict, b: dict) -> dict:
-    """Score deltas (B − A) and the questions whose answer flipped either way.
+def _right(value, gold) -> bool | None:
+    return None if gold in (None, "") else str(value or "") == str(gold)
 
-    ``a`` and ``b`` are :func:`load_run` results. ``flips`` lists questions in
-    both runs whose answer became right (``fixed``) or wrong (``broken``); with
-    no gold, questions whose letter changed (``changed``).
+
+def _flips(ta: dict, tb: dict) -> list[dict]:
+    """What flipped for one question between two runs: its answer, document or page went from wrong to right
+    (``fixed``) or back (``broken``); without gold, an answer that changed (``changed``)."""
+    gold = ta.get("gold") or {}
+    out = []
+    for what, key in (("answer", "answer"), ("document", "doc"), ("page", "page")):
+        if what == "answer":  # a letter, or a free-form answer (right: token F1 >= 0.5, or "not found")
+            ra, rb = answer_right(ta), answer_right(tb)
+        else:
+            ra, rb = _right(ta.get(key), gold.get(key)), _right(tb.get(key), gold.get(key))
+        if ra is None or rb is None:
+            change = "changed" if what == "answer" and ta.get(key) != tb.get(key) else None
+        else:
+            change = None if ra == rb else "fixed" if rb else "broken"
+        if change:
+            out.append({"Question_ID": ta["Question_ID"], "what": what, "change": change,
+                        "gold": gold.get(key) if gold.get(key) is not None else "",
+                        "A": ta.get(key) if ta.get(key) is not None else "",
+                        "B": tb.get(key) if tb.get(key) is not None else ""})
+    return out
+
+
+def compare_runs(a: dict, b: dict, not_asked=None) -> dict:
+    """Score deltas (B − A) and the questions whose answer, document or page flipped either way.
+
+    ``a`` and ``b`` are saved runs (``{"metrics", "traces"}``). ``flips`` lists, for questions in both
+    runs, each of answer, document and page that became right (``fixed``) or wrong (``broken``); with no
+    gold, answers that changed (``changed``). ``fixed`` and ``broken`` count the answers that did.
+    A question either run did not ask (``not_asked(trace)``: e.g. a run stopped before it) is no flip: it is
+    listed in ``not_asked`` (its score counts it wrong, but nothing broke).
     """
     deltas = []
     for m in FREE_METRICS if is_free_run(a["traces"] + b["traces"]) else METRICS:
         va, vb = a["metrics"].get(m), b["metrics"].get(m)
         deltas.append({"metric": m, "A": va, "B": vb,
                        "B − A": (vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None})
+    skipped = not_asked or (lambda t: bool(t.get("not_tried")))
     bt = {t["Question_ID"]: t for t in b["traces"]}
-    flips = []
+    flips, unasked = [], []
     for ta in a["traces"]:
         tb = bt.get(ta["Question_ID"])
         if tb is None:
             continue
-        ra, rb = answer_right(ta), answer_right(tb)
-        if ra is None or rb is None:
-            change = "changed" if ta.get("answer") != tb.get("answer") else None
-        elif ra != rb:
-            change = "fixed" if rb else "broken"
-        else:
-            change = None
-        if change:
-            flips.append({"Question_ID": ta["Question_ID"], "change": change,
-                          "gold": (ta.get("gold") or {}).get("answer") or "",
-                          "A answer": ta.get("answer") or "", "B answer": tb.get("answer") or "",
-                          "A document": ta.get("doc") or "", "B document": tb.get("doc") or ""})
+        if skipped(ta) or skipped(tb):
+            unasked.append(ta["Question_ID"])
+            continue
+        flips += _flips(ta, tb)
+    answers = [f for f in flips if f["what"] == "answer"]
     only_a = [t["Question_ID"] for t in a["traces"] if t["Question_ID"] not in bt]
-    return {"deltas": deltas, "flips": flips, "fixed": sum(f["change"] == "fixed" for f in flips),
-            "broken": sum(f["change"] == "broken" for f in flips), "only_in_a": only_a}
+    return {"deltas": deltas, "flips": flips, "fixed": sum(f["change"] == "fixed" for f in answers),
+            "broken": sum(f["change"] == "broken" for f in answers), "not_asked": unasked, "only_in_a": only_a}
