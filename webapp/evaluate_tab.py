@@ -350,14 +350,14 @@ def on_run(ctx: Context, ui: EvaluateTab, sid, parsed, name, order, token):
                 done = val[0] if kind == "progress" else done
                 stage = "stopping…" if stop.is_set() else f"question {done + 1}" if done < n else ""
                 yield {ui.progress: V.progress_html(done, n, time.perf_counter() - t0, stage),
-                       ui.message: f"Run {V.md_escape(name)}: {done}/{n} questions answered{notes}"}
+                       ui.message: f"Run “{V.md_escape(name)}”: {done}/{n} questions answered{notes}"}
     finally:
         ui.stops.finish(token)
     asked = sum(1 for t in R.load_run(runs_dir, name)["traces"] if not R.not_asked(t))
     how = (f"stopped after {asked} of {V.plural(n, 'question')} (the {n - asked} not asked count as wrong in "
            f"the score)" if asked < n else f"finished: {V.plural(n, 'question')}")
     yield {ui.progress: V.progress_html(asked, n, time.perf_counter() - t0, "stopped" if asked < n else "done"),
-           **run_views(ctx, ui, sid, name), ui.message: f"Run {V.md_escape(name)} {how}{failed}.{notes}",
+           **run_views(ctx, ui, sid, name), ui.message: f"Run “{V.md_escape(name)}” {how}{failed}.{notes}",
            **runs_choices(ctx, ui, sid)}
 
 

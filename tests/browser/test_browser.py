@@ -532,7 +532,7 @@ def test_evaluate_checks_the_option_order_when_asked(alice, files, out_dir):
     alice.locator("#check-order input").check()
     alice.wait_for_timeout(500)
     alice.locator("#run").click()
-    expect(alice.locator("#eval-message")).to_contain_text("Run orders finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(alice.locator("#eval-message")).to_contain_text("Run “orders” finished", timeout=2 * ANSWER_TIMEOUT)
     rows = table_rows(alice, "question-table")
     assert len(rows) == 2 and all(re.fullmatch(r"holds \(3\)|changes: [A-F](/[A-F])+", r[9]) for r in rows), rows
     expect(alice.locator("#error-kind")).to_contain_text("answer changes with option order")
@@ -555,7 +555,7 @@ def test_evaluate_runs_a_free_form_csv(alice, out_dir, tmp_path):
     alice.locator("#run-name textarea").fill("free")
     alice.wait_for_timeout(500)
     alice.locator("#run").click()
-    expect(alice.locator("#eval-message")).to_contain_text("Run free finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(alice.locator("#eval-message")).to_contain_text("Run “free” finished", timeout=2 * ANSWER_TIMEOUT)
     expect(alice.locator("#score")).to_contain_text("Free-form questions")
     expect(alice.locator("#score")).to_contain_text("token F1")
     expect(alice.locator("#error-kind")).to_contain_text("not found, but the answer was there")

@@ -179,7 +179,7 @@ def run_csv(page, path, name: str) -> None:
 @pytest.mark.timeout(1200)
 def test_evaluate_trace_then_a_stopped_run_compared(vera, files, out_dir):
     run_csv(vera, files["questions.csv"], "finished")
-    expect(vera.locator("#eval-message")).to_contain_text("Run finished finished", timeout=2 * ANSWER_TIMEOUT)
+    expect(vera.locator("#eval-message")).to_contain_text("Run “finished” finished", timeout=2 * ANSWER_TIMEOUT)
     assert broken_words(vera, "question-table") == []
     hashed = [r for r in table_rows(vera, "question-table") if r[0] == "q2"][0]
     assert hashed[5] == "0f3c9a7b….pdf", hashed
