@@ -561,7 +561,7 @@ def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
     for token, name in ((first, "first"), (second, "second")):
         said[name] = list(E.on_run(ctx, ui, sid, parsed, name, False, token))[-1][ui.message]
         E.on_finish(ui, token)
-    assert "first stopped after 0 of 2 questions" in said["first"]
+    assert "“first” stopped after 0 of 2 questions" in said["first"]
     assert "“second” finished: 2 questions, 2 failed (RuntimeError\\: asked)" in said["second"]
     errors = {name: [t["error"] for t in R.load_run(ctx.store.runs_dir(sid), name)["traces"]]
               for name in ("first", "second")}
