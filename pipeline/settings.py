@@ -97,6 +97,7 @@ class Settings(BaseSettings):
     page_pool: int = 20
     page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-15 pages)
     page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
+    page_expand: int = 0  # also re-score this many of the top document's passages outside the pool (best joint BM25)
 
     # ---- answering (continued) ----
     # option: each option's likelihood after "Відповідь:"; listed: the same after the six options written out
