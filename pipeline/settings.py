@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     chunk_tokens: int = 512
     chunk_overlap: int = 64
     use_prefix: bool = True
+    # a document of at least long_doc_pages pages (a rulebook) is cut into bodies of long_chunk_tokens, a numbered
+    # clause starting a new chunk (pipeline/documents/chunking.py); 0 = like any other document
+    long_doc_pages: int = 30
+    long_chunk_tokens: int = 0
 
     # ---- retrieval ----
     embedder: Literal["e5", "remote", "vllm"] = "e5"
@@ -201,8 +205,9 @@ class Settings(BaseSettings):
     def fingerprint(self) -> str:
         """What decides the content of an index: chunks and embeddings."""
         emb = self.embedder if self.embedder == "e5" else self.embed_model.rstrip("/").rsplit("/", 1)[-1]
+        long = f"-l{self.long_doc_pages}x{self.long_chunk_tokens}" if self.long_chunk_tokens else ""
         return (f"{emb}-p{self.prefix_tokens if self.use_prefix else 0}"
-                f"-c{self.chunk_tokens}-o{self.chunk_overlap}")
+                f"-c{self.chunk_tokens}-o{self.chunk_overlap}{long}")
 
 
 # Qwen3 models (embedding, reranker, answerer) share one vocabulary; chunk sizes are counted in it.
