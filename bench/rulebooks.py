@@ -71,6 +71,20 @@ class Diagnosis:
     page_right: bool
     proximity: float
     read: list[tuple[str, list[int]]]  # the passages read: (document, pages)
+    prompt_tokens: int = 0  # the answer model's shared prompt over those passages (its own tokens; no model run)
+
+
+def prompt_tokens(q: Question, evidence: list[Candidate], settings: Settings) -> int:
+    """Tokens of the shared prompt the answer model would read (``backends.llama_cpp``'s ``prompt_tokens``:
+    each passage cut to ``passage_tokens``, then fitted to the context), counted with its vocabulary only."""
+    from pipeline.backends.vocab import qwen_vocab
+    from pipeline.prompts import fit_lines, fit_shared_prompt, passage_text, question_terms
+
+    vocab = qwen_vocab()
+    count = lambda t: len(vocab.encode(t))  # noqa: E731
+    terms = question_terms(q)
+    passages = [fit_lines(passage_text(c), settings.passage_tokens, terms, count) for c in evidence]
+    return count(fit_shared_prompt(q, passages, count, settings.n_ctx))
 
 
 def where_lost(retrieval: int | None, reranked: int | None, final: int | None, k: int) -> str:
@@ -106,7 +120,8 @@ def stages(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> tuple[Diagno
     return Diagnosis(q.qid, q.gold_doc, r_retrieval, r_rerank, r_final, where_lost(r_retrieval, r_rerank, r_final, k),
                      doc == q.gold_doc, page, doc == q.gold_doc and page == q.gold_page,
                      page_proximity(doc, page, q.gold_doc, q.gold_page, n_pages.get(q.gold_doc, 0)),
-                     [(c.chunk.doc_name, c.chunk.pages) for c in final[:k]]), retrieved, final
+                     [(c.chunk.doc_name, c.chunk.pages) for c in final[:k]],
+                     prompt_tokens(q, pipe.evidence(final, k), s)), retrieved, final
 
 
 # ---- end to end: every scorer on the same passages ----------------------------------------------
@@ -182,6 +197,7 @@ def summary(rows: list[Diagnosis]) -> dict:
     out["doc_accuracy"] = sum(r.doc_right for r in rows) / n
     out["page_proximity"] = sum(r.proximity for r in rows) / n
     out["recall@20_retrieval"] = sum(r.retrieval is not None for r in rows) / n
+    out["prompt_tokens"] = sum(r.prompt_tokens for r in rows) / n
     return out
 
 
@@ -272,7 +288,7 @@ def open_set(name: str, pdfs: list[Path], data_dir: Path, settings: Settings, mo
 # ---- printing ---------------------------------------------------------------------------------
 COLUMNS = [(READ, "**gold in 2 read**"), (NOT_RETRIEVED, "not in top 20"), (RERANK_LOW, "ranks 3-20 reranked"),
            (PAGE_OUT, "out by page choice"), ("page@1", "page@1"), ("doc_accuracy", "doc acc"),
-           ("page_proximity", "page prox")]
+           ("page_proximity", "page prox"), ("prompt_tokens", "prompt tokens (mean)")]
 
 
 def table(results: dict[str, dict]) -> str:

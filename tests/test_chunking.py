@@ -92,10 +92,18 @@ def test_a_long_documents_chunks_are_finer_and_start_at_its_clauses(counter):
     assert sum(bool(re.match(r"\d+\.\d+\. ", c.body[:6])) for c in plain_chunks) < len(plain_chunks)  # windows
 
 
+def test_a_long_documents_prefix_can_be_shorter(counter):
+    doc = make_rulebook()
+    chunks = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20, long_pages=3,
+                            long_chunk_tokens=60, long_prefix_tokens=6)
+    assert chunks[0].prefix and all(counter(c.prefix) <= 6 for c in chunks)
+
+
 def test_a_short_document_is_chunked_as_before(counter):
     doc = make_rulebook(2)  # under long_pages
     a = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20)
-    b = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20, long_pages=3, long_chunk_tokens=60)
+    b = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20, long_pages=3, long_chunk_tokens=60,
+                       long_prefix_tokens=6)
     assert [(c.body, c.prefix, c.heading, c.spans) for c in a] == [(c.body, c.prefix, c.heading, c.spans) for c in b]
 
 
@@ -105,4 +113,6 @@ def test_fingerprint_changes_with_the_long_document_chunking():
     assert load_settings(long_chunk_tokens=0).fingerprint() == "e5-p128-c320-o64"  # libraries of before still open
     assert load_settings(long_chunk_tokens=192).fingerprint() != load_settings(long_chunk_tokens=0).fingerprint()
     assert load_settings(long_chunk_tokens=192, long_doc_pages=20).fingerprint() != \
+        load_settings(long_chunk_tokens=192).fingerprint()
+    assert load_settings(long_chunk_tokens=192, long_prefix_tokens=64).fingerprint() != \
         load_settings(long_chunk_tokens=192).fingerprint()

@@ -107,10 +107,11 @@ def _pieces(doc: Document, count: TokenCounter, max_piece: int, heading_budget: 
 
 def chunk_document(doc: Document, count: TokenCounter, *, chunk_tokens: int = 512, overlap: int = 64,
                    prefix_tokens: int = 128, use_prefix: bool = True, heading_tokens: int = 48,
-                   long_pages: int = 0, long_chunk_tokens: int = 0) -> list[Chunk]:
+                   long_pages: int = 0, long_chunk_tokens: int = 0, long_prefix_tokens: int = 0) -> list[Chunk]:
     long = bool(long_chunk_tokens) and len(doc.pages) >= long_pages
     if long:
         chunk_tokens, overlap = long_chunk_tokens, min(overlap, long_chunk_tokens // 4)
+        prefix_tokens = long_prefix_tokens or prefix_tokens
     if overlap >= chunk_tokens:
         raise ValueError("chunk overlap must be smaller than the chunk size")
     prefix = document_prefix(doc, count, prefix_tokens) if use_prefix and prefix_tokens > 0 else ""

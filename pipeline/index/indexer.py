@@ -72,7 +72,7 @@ class Indexer:
         say("chunk", 0.3)
         chunks = chunk_document(doc, self.count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
                                 prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix, long_pages=s.long_doc_pages,
-                                long_chunk_tokens=s.long_chunk_tokens)
+                                long_chunk_tokens=s.long_chunk_tokens, long_prefix_tokens=s.long_prefix_tokens)
         if not chunks:
             raise IngestError(f"{name}: no text to index")
         deadline.check()
