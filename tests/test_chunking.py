@@ -110,7 +110,7 @@ def test_a_short_document_is_chunked_as_before(counter):
 def test_fingerprint_changes_with_the_long_document_chunking():
     from pipeline.settings import load_settings
 
-    assert load_settings(long_chunk_tokens=0).fingerprint() == "e5-p128-c320-o64"  # libraries of before still open
+    assert load_settings(long_chunk_tokens=0).fingerprint() == "e5-p128-c320-o64"  # as before when off
     assert load_settings(long_chunk_tokens=192).fingerprint() != load_settings(long_chunk_tokens=0).fingerprint()
     assert load_settings(long_chunk_tokens=192, long_doc_pages=20).fingerprint() != \
         load_settings(long_chunk_tokens=192).fingerprint()
