@@ -111,7 +111,7 @@ def stages(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> tuple[Diagno
     r_retrieval = gold_rank(cands, q)
     reranked = rerank(pipe.reranker, q, cands)
     r_rerank = gold_rank(reranked, q)
-    final = rescore_pages(q, reranked, pipe.library, s)
+    final = rescore_pages(q, reranked, pipe.library, s, pipe.models.embedder)
     r_final = gold_rank(final, q)
     top = final[0]
     page = evidence_page(top, q, None)
