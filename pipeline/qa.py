@@ -41,7 +41,7 @@ class Pipeline:
         cands = self.retriever.search(q)
         retrieved = [Candidate(c.chunk, dict(c.scores), c.rank) for c in cands]
         t1 = time.perf_counter()
-        reranked = rescore_pages(q, rerank(self.reranker, q, cands), self.library, self.settings)
+        reranked = rescore_pages(q, rerank(self.reranker, q, cands), self.library, self.settings, self.models.embedder)
         t2 = time.perf_counter()
         return retrieved, reranked, {"retrieve": t1 - t0, "rerank": t2 - t1}
 

@@ -67,3 +67,52 @@ def test_no_prefix_when_disabled(counter):
 
 def test_plain_strips_markdown():
     assert plain("# **Склад** _діюча_ | речовина |") == "Склад діюча речовина"
+
+
+def make_rulebook(n_pages=3):
+    """Pages of numbered clauses of unequal length, no headings (as real rulebooks often come out of the parser)."""
+    pages = []
+    for p in range(1, n_pages + 1):
+        clauses = [f"{p}.{k}. " + " ".join(f"Правило {p}-{k}-{i} щодо змагань і суддівства." for i in range(1 + k % 3))
+                   for k in range(1, 9)]
+        pages.append(make_page(p, "\n".join(clauses)))
+    return Document("r" * 32, "rules.pdf", pages)
+
+
+def test_a_long_documents_chunks_are_finer_and_start_at_its_clauses(counter):
+    doc = make_rulebook()
+    plain_chunks = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=0)
+    long_chunks = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=0,
+                                 long_pages=3, long_chunk_tokens=60)
+    assert len(long_chunks) > len(plain_chunks)
+    assert all(counter(c.body) <= 60 for c in long_chunks)
+    starts = [c.body.lstrip("* ")[:6] for c in long_chunks]
+    import re
+    assert sum(bool(re.match(r"\d+\.\d+\. ", s)) for s in starts) >= 0.8 * len(long_chunks)  # whole clauses
+    assert sum(bool(re.match(r"\d+\.\d+\. ", c.body[:6])) for c in plain_chunks) < len(plain_chunks)  # windows
+
+
+def test_a_long_documents_prefix_can_be_shorter(counter):
+    doc = make_rulebook()
+    chunks = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20, long_pages=3,
+                            long_chunk_tokens=60, long_prefix_tokens=6)
+    assert chunks[0].prefix and all(counter(c.prefix) <= 6 for c in chunks)
+
+
+def test_a_short_document_is_chunked_as_before(counter):
+    doc = make_rulebook(2)  # under long_pages
+    a = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20)
+    b = chunk_document(doc, counter, chunk_tokens=120, overlap=30, prefix_tokens=20, long_pages=3, long_chunk_tokens=60,
+                       long_prefix_tokens=6)
+    assert [(c.body, c.prefix, c.heading, c.spans) for c in a] == [(c.body, c.prefix, c.heading, c.spans) for c in b]
+
+
+def test_fingerprint_changes_with_the_long_document_chunking():
+    from pipeline.settings import load_settings
+
+    assert load_settings(long_chunk_tokens=0).fingerprint() == "e5-p128-c320-o64"  # as before when off
+    assert load_settings(long_chunk_tokens=192).fingerprint() != load_settings(long_chunk_tokens=0).fingerprint()
+    assert load_settings(long_chunk_tokens=192, long_doc_pages=20).fingerprint() != \
+        load_settings(long_chunk_tokens=192).fingerprint()
+    assert load_settings(long_chunk_tokens=192, long_prefix_tokens=64).fingerprint() != \
+        load_settings(long_chunk_tokens=192).fingerprint()

@@ -59,7 +59,7 @@ def test_retrieval_finds_the_page_in_a_rulebook(tmp_path, embedder):
     from pipeline.types import Question
 
     doc = longdocs.build_doc("grants", 20, 16, seed=3)
-    settings = load_settings(page_min_pages=0)  # re-score the page even in this short rulebook (cpu default: 0.7)
+    settings = load_settings(page_min_pages=0)  # re-score the page even in this short rulebook
     pipe = Pipeline(settings, root=tmp_path / "lib", models=Models(settings, embedder=embedder))
     pipe.add_pdf(doc.pdf, doc.name)
     asked = [q for q in doc.questions if q["_anchor"][0].isdigit() and "пункт" not in q["Question"]][:4]

@@ -68,3 +68,18 @@ def test_off_or_short_document_changes_nothing(library, over):
     ids = [c.chunk.chunk_id for c in cands]
     out = rescore_pages(_question(), cands, library, load_settings(**over))
     assert [c.chunk.chunk_id for c in out] == ids
+
+
+def test_expansion_brings_in_the_top_documents_page_retrieval_missed(library, embedder):
+    cands = [c for c in _candidates(library) if c.chunk.pages != [2]]  # fencing's page never reached the pool
+    over = dict(page_rescore_weight=0.7, page_min_pages=0)
+    without = rescore_pages(_question(), [Candidate(c.chunk, dict(c.scores), c.rank) for c in cands], library,
+                            load_settings(page_expand=0, **over))
+    assert all(c.chunk.pages != [2] for c in without)
+    out = rescore_pages(_question(), cands, library, load_settings(page_expand=2, **over), embedder)
+    assert out[0].chunk.pages == [2] and out[0].scores.get("page_expanded") == 1.0
+    # the later stages read the retrieval query's scores off the top passage (the not-in-documents flag)
+    assert out[0].scores["dense"] > 0.5 and out[0].scores["lexical"] > 0
+    assert out[1].chunk.doc_name == "other.pdf"  # the other document keeps its place
+    assert len(out) == len(cands) + 1  # one passage of the document was outside the pool
+    assert [c.rank for c in out] == list(range(1, len(out) + 1))

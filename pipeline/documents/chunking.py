@@ -16,6 +16,9 @@ from ..types import Chunk, Document, chunk_id
 
 _SPACE = re.compile(r"\S+")
 _MD_NOISE = re.compile(r"[*_`#|>]+|<sup>|</sup>")
+# a numbered clause or article at the start of a line: "12.", "12.3.", "12.3.1", "Стаття 5", "Article 5", "§ 5"
+_CLAUSE = re.compile(r"^\s*(?:\*\*)?\s*(?:\d{1,3}(?:\.\d{1,3}){0,3}\.\s+\S|\d{1,3}(?:\.\d{1,3}){1,3}\s+\S"
+                     r"|(?:Стаття|Article|§)\s*\d)", re.IGNORECASE)
 
 
 class TokenCounter:
@@ -68,8 +71,10 @@ def document_prefix(doc: Document, count: TokenCounter, budget: int) -> str:
     return count.head(text, budget)
 
 
-def _pieces(doc: Document, count: TokenCounter, max_piece: int, heading_budget: int) -> list[_Piece]:
-    """Lines of every page, cut to at most ``max_piece`` tokens, each with its heading path."""
+def _pieces(doc: Document, count: TokenCounter, max_piece: int, heading_budget: int,
+            clauses: bool = False) -> list[_Piece]:
+    """Lines of every page, cut to at most ``max_piece`` tokens, each with its heading path (``clauses``: a
+    numbered clause's first line starts a section too)."""
     out: list[_Piece] = []
     stack: list[tuple[int, str]] = []
     for page in doc.pages:
@@ -79,6 +84,7 @@ def _pieces(doc: Document, count: TokenCounter, max_piece: int, heading_budget: 
             start = pos
             pos += len(line)
             new_section = start in heads
+            clause = clauses and not new_section and _CLAUSE.match(line) is not None
             if new_section:
                 lvl, txt = heads[start]
                 stack = [h for h in stack if h[0] < lvl] + [(lvl, txt)]
@@ -90,19 +96,27 @@ def _pieces(doc: Document, count: TokenCounter, max_piece: int, heading_budget: 
             for i, m in enumerate(words):
                 n = count.word(m.group())
                 if cur_tokens and cur_tokens + n > max_piece:
-                    out.append(_Piece(page.number, start + cur_start, start + words[i - 1].end(), cur_tokens, heading, new_section and first))
+                    out.append(_Piece(page.number, start + cur_start, start + words[i - 1].end(), cur_tokens, heading,
+                                      (new_section or clause) and first))
                     cur_start, cur_tokens, first = m.start(), 0, False
                 cur_tokens += n
-            out.append(_Piece(page.number, start + cur_start, start + words[-1].end(), cur_tokens, heading, new_section and first))
+            out.append(_Piece(page.number, start + cur_start, start + words[-1].end(), cur_tokens, heading,
+                              (new_section or clause) and first))
     return out
 
 
 def chunk_document(doc: Document, count: TokenCounter, *, chunk_tokens: int = 512, overlap: int = 64,
-                   prefix_tokens: int = 128, use_prefix: bool = True, heading_tokens: int = 48) -> list[Chunk]:
+                   prefix_tokens: int = 128, use_prefix: bool = True, heading_tokens: int = 48,
+                   long_pages: int = 0, long_chunk_tokens: int = 0, long_prefix_tokens: int = 0) -> list[Chunk]:
+    long = bool(long_chunk_tokens) and len(doc.pages) >= long_pages
+    if long:
+        chunk_tokens, overlap = long_chunk_tokens, min(overlap, long_chunk_tokens // 4)
+        prefix_tokens = long_prefix_tokens or prefix_tokens
     if overlap >= chunk_tokens:
         raise ValueError("chunk overlap must be smaller than the chunk size")
     prefix = document_prefix(doc, count, prefix_tokens) if use_prefix and prefix_tokens > 0 else ""
-    pieces = _pieces(doc, count, max(8, min(overlap, chunk_tokens // 4)) if overlap else chunk_tokens, heading_tokens)
+    pieces = _pieces(doc, count, max(8, min(overlap, chunk_tokens // 4)) if overlap else chunk_tokens, heading_tokens,
+                     clauses=long)
     pages = {p.number: p for p in doc.pages}
     groups: list[list[_Piece]] = []
     cur: list[_Piece] = []

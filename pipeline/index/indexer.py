@@ -71,7 +71,8 @@ class Indexer:
                         max_page_content_mb=s.max_page_content_mb)
         say("chunk", 0.3)
         chunks = chunk_document(doc, self.count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
-                                prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix)
+                                prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix, long_pages=s.long_doc_pages,
+                                long_chunk_tokens=s.long_chunk_tokens, long_prefix_tokens=s.long_prefix_tokens)
         if not chunks:
             raise IngestError(f"{name}: no text to index")
         deadline.check()

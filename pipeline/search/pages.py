@@ -8,11 +8,16 @@ candidates from the top document are scored by BM25 of the question joined with 
 best option counts), fused with their reranking score, and re-ordered among the places they already
 hold: other documents' candidates keep their ranks, so the document choice does not change.
 Only documents of at least ``page_min_pages`` pages are re-scored (short leaflets are left alone).
+
+With ``page_expand`` > 0, the top document's passages that retrieval left out of the pool are searched
+too: its ``page_expand`` best by that joint BM25 join the re-scoring (after the pool, each with the
+lowest reranking score of the document's pooled passages), so a page retrieval missed can still be
+read when the question and one option meet on it.
 """
 from __future__ import annotations
 
 from ..index import Library
-from .retrieval import zscores
+from .retrieval import query_text, zscores
 from ..settings import Settings
 from ..types import Candidate, Question
 
@@ -28,8 +33,31 @@ def joint_lexical(library: Library, q: Question, ids: list[str]) -> dict[str, fl
     return best
 
 
-def rescore_pages(q: Question, reranked: list[Candidate], library: Library, settings: Settings) -> list[Candidate]:
-    """``reranked`` with the top document's candidates (among the first ``page_pool``) re-ordered in place."""
+def expansion(library: Library, q: Question, doc_hash: str, have: set[str], n: int, settings: Settings,
+              embedder=None) -> list[Candidate]:
+    """The ``n`` passages of the document ``doc_hash`` not in ``have`` with the best joint BM25 (none scoring 0),
+    each with the retrieval query's lexical score and, given the ``embedder``, its dense one (what the later
+    stages read off a candidate, e.g. the not-in-documents flag's top similarity)."""
+    rest = [c for c in library.chunks_of(doc_hash) if c.chunk_id not in have]
+    joint = joint_lexical(library, q, [c.chunk_id for c in rest])
+    best = sorted((c for c in rest if joint[c.chunk_id] > 0), key=lambda c: joint[c.chunk_id], reverse=True)[:n]
+    if not best:
+        return []
+    lexical = library.lexical_scores(query_text(q, settings, instruction=False))
+    out = [Candidate(c, {"page_expanded": 1.0, "lexical": float(lexical.get(c.chunk_id, 0.0))}, 0) for c in best]
+    if embedder is not None:
+        qvec = embedder.embed_queries([query_text(q, settings)])[0]
+        vecs = library.vectors.get([c.chunk.chunk_id for c in out])  # a chunk still embedding has none
+        for c in out:
+            if c.chunk.chunk_id in vecs:
+                c.scores["dense"] = float(vecs[c.chunk.chunk_id] @ qvec)
+    return out
+
+
+def rescore_pages(q: Question, reranked: list[Candidate], library: Library, settings: Settings,
+                  embedder=None) -> list[Candidate]:
+    """``reranked`` with the top document's candidates (among the first ``page_pool``) re-ordered in place
+    (``embedder``: the query's, to give passages added by ``page_expand`` their dense score)."""
     w = settings.page_rescore_weight
     if not reranked or w <= 0:
         return reranked
@@ -39,13 +67,21 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
     if info is None or info.n_pages < settings.page_min_pages:
         return reranked
     slots = [k for k, c in enumerate(pool) if settings.page_scope == "all" or c.chunk.doc_hash == top_doc]
-    if len(slots) < 2:
+    extra = expansion(library, q, top_doc, {c.chunk.chunk_id for c in reranked}, settings.page_expand, settings,
+                      embedder) if settings.page_expand > 0 else []
+    if len(slots) + len(extra) < 2:
         return reranked
     mine = [pool[k] for k in slots]
-    ids = [c.chunk.chunk_id for c in mine]
+    ids = [c.chunk.chunk_id for c in mine + extra]
     joint = joint_lexical(library, q, ids)
     rz = zscores({c.chunk.chunk_id: c.scores.get("rerank", c.scores.get("fused", 0.0)) for c in mine})
+    floor = min(rz.values())
+    rz.update({c.chunk.chunk_id: floor for c in extra})
     jz = zscores(joint)
+    n_pool = len(reranked[: settings.page_pool])
+    slots = slots + list(range(n_pool, n_pool + len(extra)))  # the added passages' places: after the pool
+    mine = mine + extra
+    reranked = reranked[:n_pool] + extra + reranked[n_pool:]
     for c in mine:
         i = c.chunk.chunk_id
         c.scores["page_joint"] = float(joint[i])
