@@ -88,3 +88,31 @@ def test_a_question_while_the_document_is_still_embedding_is_answered_from_the_l
         assert pipe.ask(Q).details["lexical_only_docs"] == []
     finally:
         pipe.library.close()
+
+
+def test_a_document_still_embedding_is_not_said_to_be_missing(tmp_path, models, manual_pdf):
+    """Issue 26: asked at once after an upload (searchable, no vectors yet) in a one-document library, neither the
+    six-option answer nor the free-form one says the answer may not be in the documents; the flag decides on the
+    lexical features (a chunk without a vector is not a zero) and says so; the same once the document is indexed.
+    Both ways of asking: ``ask`` and the web app's ``retrieve`` + ``answer``."""
+    pipe = Pipeline(load_settings(), root=tmp_path, models=models, background=True)
+    try:
+        pipe.library.pause_embedding()
+        info = pipe.add_pdf(manual_pdf, "manual.pdf")
+        assert info.state == "searchable"
+        for state, basis, still in (("searchable", "lexical", ["manual.pdf"]), ("indexed", "dense+lexical", [])):
+            retrieved, reranked, timings = pipe.retrieve(Q)
+            for a in (pipe.ask(Q), pipe.answer(Q, retrieved, reranked, timings)):
+                assert a.details["not_in_documents"] is False, (state, a.details.get("flag_features"))
+                assert a.letter == "C" and a.doc_name == "manual.pdf", (state, a.letter, a.doc_name)
+                assert a.details["flag_basis"] == basis and a.details["lexical_only_docs"] == still, state
+            fa = pipe.ask_free(Q.text)
+            assert fa.details["not_in_documents"] is False and fa.details["tries"], (state, fa.reasons)
+            assert not fa.abstained and fa.doc_name == "manual.pdf", (state, fa.reasons)
+            assert fa.details["flag_basis"] == basis and fa.details["lexical_only_docs"] == still, state
+            if state == "searchable":
+                assert pipe.library.pending_chunks(info.doc_hash) == info.n_chunks  # still nothing embedded
+                pipe.library.resume_embedding()
+                assert pipe.library.wait_indexed(timeout=600)
+    finally:
+        pipe.library.close()
