@@ -173,13 +173,13 @@ class HeldOutFlag:
 
     def __call__(self, doc: str) -> dict:
         if doc not in self.models:
-            from bench.flag import TARGET, fit
+            from bench.flag import TARGETS, fit
 
             F = self.F
             keep = [r for r in self.recs if r["gold"]["doc"] != doc]
             X = np.array([[r["flag"][n] for n in F.FLAG_FREE] for r in keep])
             y = np.array([int(r["library"] != "full") for r in keep])
-            self.models[doc] = {"flag_free": fit(X, y, F.FLAG_FREE, TARGET)}
+            self.models[doc] = {"flag_free": fit(X, y, F.FLAG_FREE, TARGETS["flag_free"])}
         return self.models[doc]
 
 

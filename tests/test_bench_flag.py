@@ -61,7 +61,7 @@ def test_a_record_is_judged_by_a_model_fitted_without_its_document(monkeypatch):
 
 
 def test_rows_cover_every_set_profile_and_basis(tmp_path):
-    a = types.SimpleNamespace(target=0.03, shipped={})
+    a = types.SimpleNamespace(targets=B.TARGETS, shipped={})
     rows, final = B.measure(a, records())
     assert set(final) == {"flag", "flag_free", "flag_lexical", "flag_free_lexical"}
     assert all("fitted_on" in m and "threshold" in m for m in final.values())

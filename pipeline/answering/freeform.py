@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .answer import page_with_words
+from .flag import DENSE_BASIS
 from ..prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
 from ..text import fold_homoglyphs, normalize, words
 from ..types import Candidate, Question
@@ -356,7 +357,9 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
                    f"{flag['not_in_documents_score']:.2f}; the model was not asked)"]
         return FreeAnswer("", True, reasons, shown[0].chunk.doc_name, shown[0].chunk.doc_hash,
                           answer_page(shown[0], q, ""), None, shown, shown, reranked, 0.0, timings, details)
-    present = bool(flag)
+    # the library holds the document: only the dense+lexical model says so with any confidence (the lexical one,
+    # while documents are still embedding, may rule a document out, never in: the model's judgements then decide)
+    present = flag.get("flag_basis") == DENSE_BASIS
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
         texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,
