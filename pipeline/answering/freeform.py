@@ -357,9 +357,11 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
                    f"{flag['not_in_documents_score']:.2f}; the model was not asked)"]
         return FreeAnswer("", True, reasons, shown[0].chunk.doc_name, shown[0].chunk.doc_hash,
                           answer_page(shown[0], q, ""), None, shown, shown, reranked, 0.0, timings, details)
-    # the library holds the document: only the dense+lexical model says so with any confidence (the lexical one,
-    # while documents are still embedding, may rule a document out, never in: the model's judgements then decide)
-    present = flag.get("flag_basis") == DENSE_BASIS
+    # the flag holds = the library holds the document (a refusal is then replaced by the forced answer): on the
+    # dense+lexical basis, or on the lexical one while documents are still embedding (asked at once after an upload,
+    # as the indexed library's dense model would most likely hold); not on an embedder whose flag is lexical for good
+    # (its lexical model catches a minority of absent documents: the model's own judgements decide there)
+    present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still))
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
         texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,
