@@ -6,6 +6,7 @@ deterministically (``Library.pause_embedding``) instead of racing it, and use
 the real e5 embedder and answer model.
 """
 import pymupdf
+import pytest
 
 from counting import CountingEmbedder
 from pipeline.index import Library
@@ -90,6 +91,7 @@ def test_a_question_while_the_document_is_still_embedding_is_answered_from_the_l
         pipe.library.close()
 
 
+@pytest.mark.timeout(1800)
 def test_a_document_still_embedding_is_not_said_to_be_missing(tmp_path, models):
     """Issue 26: asked at once after an upload (searchable, no vectors yet) in a one-document library, neither the
     six-option answer nor the free-form one says the answer may not be in the documents; the flag decides on the

@@ -361,7 +361,9 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
     # dense+lexical basis, or on the lexical one while documents are still embedding (asked at once after an upload,
     # as the indexed library's dense model would most likely hold); not on an embedder whose flag is lexical for good
     # (its lexical model catches a minority of absent documents: the model's own judgements decide there)
-    present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still))
+    # never where most of the question's rarest words occur in no document (its fact is not here: a refusal stands)
+    present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still)) \
+        and flag["flag_features"]["rare_absent"] < 0.5
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
         texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,
