@@ -157,23 +157,29 @@ def load_set(work: Path, every: int) -> list[tuple[Question, str, str]]:
 class HeldOutFlag:
     """The not-in-documents flag for free-form questions, fitted without the question's document.
 
-    The shipped ``flag_free`` weights were fitted on the same 170 + 170 questions
-    (``python -m bench.answer_quality absent --free`` and ``flag --free``); measuring with them would test on the
-    training set. Here each question gets weights refitted on the records of every other document."""
+    The shipped ``flag_free`` weights were fitted on the same questions (``python -m bench.flag``); measuring with
+    them would test on the training set. Here each question gets weights refitted, as ``bench.flag`` fits them
+    (its threshold: at most ``bench.flag``'s target share of the training questions whose document is present
+    fire), on the records of every other document (``paths``: ``bench.flag``'s or ``bench.answer_quality
+    absent --free``'s records; only those asked without options are used)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, paths: list[Path]):
         from bench import answer_quality_fit as F
 
         self.F, self.models = F, {}
-        self.recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        self.recs = [json.loads(x) for path in paths for x in path.read_text(encoding="utf-8").splitlines()
+                     if x.strip()]
+        self.recs = [r for r in self.recs if r.get("free", True)]
 
     def __call__(self, doc: str) -> dict:
         if doc not in self.models:
+            from bench.flag import TARGETS, fit
+
             F = self.F
             keep = [r for r in self.recs if r["gold"]["doc"] != doc]
             X = np.array([[r["flag"][n] for n in F.FLAG_FREE] for r in keep])
             y = np.array([int(r["library"] != "full") for r in keep])
-            self.models[doc] = {"flag_free": {**F.fit_logistic(X, y, F.FLAG_FREE), "threshold": F.THRESHOLD}}
+            self.models[doc] = {"flag_free": fit(X, y, F.FLAG_FREE, TARGETS["flag_free"])}
         return self.models[doc]
 
 
@@ -216,10 +222,11 @@ def run(a) -> str:
     """Question by question, every variant: a run stopped at any point leaves a table over the same questions."""
     items = load_set(a.work, a.every)
     flag_models = None
-    if a.flag_records.exists():
-        flag_models = HeldOutFlag(a.flag_records)
+    paths = a.flag_records or [Path("data/unlp/absent-free.jsonl")]
+    if all(p.exists() for p in paths):
+        flag_models = HeldOutFlag(paths)
     else:
-        print(f"warning: {a.flag_records} not found: the shipped flag weights are used (fitted on these questions)",
+        print(f"warning: {paths} not found: the shipped flag weights are used (fitted on these questions)",
               file=sys.stderr)
     base = load_settings(a.profile)
     models = Models(base)
@@ -294,9 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="measure the full system and each idea switched off")
     r.add_argument("--every", type=int, default=1, help="every k-th question (1 = all)")
     r.add_argument("--only", action="append", default=[], help="only this variant (repeatable)")
-    r.add_argument("--flag-records", type=Path, default=Path("data/unlp/absent-free.jsonl"),
-                   help="the flag's training records (python -m bench.answer_quality absent --free): each question's "
-                        "flag is refitted without its document")
+    r.add_argument("--flag-records", type=Path, action="append", default=[],
+                   help="the flag's training records (repeatable; bench.flag's data/flag/<set>/records-e5.jsonl, or "
+                        "python -m bench.answer_quality absent --free's; default data/unlp/absent-free.jsonl): each "
+                        "question's flag is refitted without its document")
     r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
     t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
     t.add_argument("--tags", nargs="*", default=[], help="only these runs' rows (a later tag's row of the same "

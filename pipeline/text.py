@@ -31,6 +31,12 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(_APOS.sub("", text.lower())) if w not in STOP and w != "_"]
 
 
+def content_terms(text: str) -> set[str]:
+    """Content terms as Ukrainian lemmas (so "година" meets "години"), without numbers and words under 3
+    characters: what the lexical index's document-frequency statistics count."""
+    return {w for w in normalize(text, "lemma") if len(w) >= 3 and not w.isdigit()}
+
+
 def normalize(text: str, mode: str = "lemma") -> list[str]:
     """Lexical tokens: ``lemma`` (pymorphy3 Ukrainian lemmas) or ``prefix6`` (words cut to 6 characters)."""
     ws = words(text)

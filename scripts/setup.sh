@@ -27,8 +27,13 @@ if ! tesseract --list-langs 2>/dev/null | grep -x ukr >/dev/null; then  # no -q:
 fi
 if [ "${1:-}" = "--dev" ]; then
   .venv/bin/python -m pip install -q -r requirements-dev.txt
+  # the browser tests need Debian's Chromium: --dev fails here without it (under CI=true the tests fail too)
   if ! command -v chromium >/dev/null; then
-    apt_install chromium chromium-driver || echo "warning: install Chromium for the browser tests" >&2
+    if ! apt_install chromium chromium-driver || ! command -v chromium >/dev/null; then
+      echo "error: could not install Chromium (needs apt-get and root or sudo): the browser tests cannot run;" \
+           "install the Debian packages chromium and chromium-driver, then run this again" >&2
+      exit 1
+    fi
   fi
 else
   .venv/bin/python -m pip install -q -r requirements.txt

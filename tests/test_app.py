@@ -465,8 +465,9 @@ def test_weak_evidence_rule_and_scorer_title():
         return Answer("A", {"A": 0.9}, "a.pdf", "h", 1,
                       [Candidate(ch, {"fused": fused, "dense": 0.1, "lexical": 0.1}, 1)], [], {}, details or {})
 
-    assert not_in_documents(ans(0.4)) and not not_in_documents(ans(2.5))
-    assert not not_in_documents(ans(0.4, {"not_in_documents": False}))  # the answerer's own flag wins
+    assert not not_in_documents(ans(0.4)) and not not_in_documents(ans(2.5))  # no fitted flag: no guess
+    assert not not_in_documents(ans(0.4, {"not_in_documents": False}))  # the pipeline's flag decides
+    assert not_in_documents(ans(2.5, {"not_in_documents": True}))
     assert scorer_title(ans(2.5), "option") == "Option likelihood"
     assert scorer_title(ans(2.5), "letter") == "Letter probabilities"
     assert chart_title("listed") == "Option likelihood"  # one line above the bars

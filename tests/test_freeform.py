@@ -173,8 +173,9 @@ def test_absent_answer_is_not_found(pipe):
     a = pipe.ask_free("Яка ціна зволожувача «Росинка-7» у гривнях?")
     assert a.abstained and a.text == "", a.details["tries"]
     assert a.reasons and a.closest and a.evidence_chunk is None
-    # the flag fires (its rarer words are nowhere) and its reason names them
-    assert a.details["not_in_documents"] and "«ціна»" in a.reasons[0] and "«гривня»" in a.reasons[0], a.reasons
+    # two of its three rarest words are nowhere: whether or not the flag fires (issue 26 moved its threshold to few
+    # false fires), the model's refusal is not overruled by a forced answer
+    assert a.details["flag_features"]["absent_words"] == ["гривня", "ціна"] and not a.forced, a.details
 
 
 def test_a_question_about_a_document_that_is_not_there_is_not_found_without_reading(pipe):

@@ -234,3 +234,59 @@ def test_exact_search_copy_follows_every_write_without_reading_the_store_again(t
     truth = [fresh_ids[i] for i in np.argsort(-(unit @ (q / np.linalg.norm(q))), kind="stable")[:20]]
     assert list(after) == truth == list(fresh.search(q, 20))
     assert set(got) - set(after) <= set(ids[300:])  # before the removal d2's chunks could be found
+
+
+def test_term_statistics_follow_the_library_not_its_chunk_count(tmp_path, embedder, pdfgen):
+    """The not-in-documents flag's document frequencies are part of the lexical index: removing a document and
+    adding another of the same number of chunks gives the new document's terms, not the removed one's."""
+    def one_page(title, sentence):
+        return pdfgen.ukrainian_pdf(title, [("Розділ", sentence)], footer="")
+
+    lib = Library(tmp_path, embedder, load_settings(), background=True)
+    try:
+        lib.pause_embedding()  # no vectors needed: the statistics are lexical
+        a = lib.add(one_page("Правила басейну", "Відвідувач басейну повинен мати шапочку та рушник."), "pool.pdf")
+        lib.add(one_page("Правила бібліотеки", "Читач бібліотеки повертає книжки вчасно."), "library.pdf")
+        df, n = lib.doc_freq()
+        assert df.get("басейний") == 1 and "телескоп" not in df
+        lib.remove(a.doc_hash)
+        b = lib.add(one_page("Правила обсерваторії", "Відвідувач обсерваторії не торкається телескопа."), "obs.pdf")
+        assert b.n_chunks == a.n_chunks  # the same number of chunks as the removed document
+        df2, n2 = lib.doc_freq()
+        assert n2 == n and "басейний" not in df2 and df2.get("телескоп") == 1, sorted(df2)
+        assert df2.get("бібліотека") == df.get("бібліотека")  # the kept document's counts are unchanged
+    finally:
+        lib.close()
+
+
+def test_term_statistics_are_consistent_under_concurrent_readers(tmp_path, embedder, pdfgen):
+    """Many threads reading the statistics while documents come and go never see a half-updated count."""
+    import threading
+
+    lib = Library(tmp_path, embedder, load_settings(), background=True)
+    try:
+        lib.pause_embedding()
+        docs = [lib.add(pdfgen.ukrainian_pdf(f"Документ {w}", [("Розділ", f"Слово {w} і ще {w} у тексті.")],
+                                             footer=""), f"{i}.pdf") for i, w in enumerate(["сосна", "ялина"])]
+        seen, errors = [], []
+
+        def read():
+            try:
+                for _ in range(20):
+                    df, n = lib.doc_freq()
+                    seen.append((n, sum(df.get(t, 0) for t in ("сосна", "ялина", "береза"))))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        lib.remove(docs[0].doc_hash)
+        lib.add(pdfgen.ukrainian_pdf("Документ береза", [("Розділ", "Слово береза і ще береза у тексті.")],
+                                     footer=""), "2.pdf")
+        for t in threads:
+            t.join()
+        assert not errors
+        assert seen and all(k == n for n, k in seen), set(seen)  # every chunk holds its title's one tree word
+    finally:
+        lib.close()

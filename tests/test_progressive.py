@@ -6,6 +6,7 @@ deterministically (``Library.pause_embedding``) instead of racing it, and use
 the real e5 embedder and answer model.
 """
 import pymupdf
+import pytest
 
 from counting import CountingEmbedder
 from pipeline.index import Library
@@ -86,5 +87,39 @@ def test_a_question_while_the_document_is_still_embedding_is_answered_from_the_l
         pipe.library.resume_embedding()
         assert pipe.library.wait_indexed(timeout=600)
         assert pipe.ask(Q).details["lexical_only_docs"] == []
+    finally:
+        pipe.library.close()
+
+
+@pytest.mark.timeout(1800)
+def test_a_document_still_embedding_is_not_said_to_be_missing(tmp_path, models):
+    """Issue 26: asked at once after an upload (searchable, no vectors yet) in a one-document library, neither the
+    six-option answer nor the free-form one says the answer may not be in the documents; the flag decides on the
+    lexical features (a chunk without a vector is not a zero) and says so; the same once the document is indexed.
+    Both ways of asking: ``ask`` and the web app's ``retrieve`` + ``answer``. The browser test's document and
+    question (tests/browser/test_searchable.py)."""
+    from browser import docs as D
+
+    question, options, gold = D.HEATER_Q
+    q = Question("heater", question, options)
+    pipe = Pipeline(load_settings(), root=tmp_path, models=models, background=True)
+    try:
+        pipe.library.pause_embedding()
+        info = pipe.add_pdf(D.heater_pdf(), "vodonagrivach.pdf")
+        assert info.state == "searchable"
+        for state, basis, still in (("searchable", "lexical", ["vodonagrivach.pdf"]), ("indexed", "dense+lexical", [])):
+            retrieved, reranked, timings = pipe.retrieve(q)
+            for a in (pipe.ask(q), pipe.answer(q, retrieved, reranked, timings)):
+                assert a.details["not_in_documents"] is False, (state, a.details.get("flag_features"))
+                assert a.letter == gold and a.doc_name == "vodonagrivach.pdf", (state, a.letter, a.doc_name)
+                assert a.details["flag_basis"] == basis and a.details["lexical_only_docs"] == still, state
+            fa = pipe.ask_free(question)
+            assert fa.details["not_in_documents"] is False and fa.details["tries"], (state, fa.reasons)
+            assert not fa.abstained and fa.doc_name == "vodonagrivach.pdf", (state, fa.reasons)
+            assert fa.details["flag_basis"] == basis and fa.details["lexical_only_docs"] == still, state
+            if state == "searchable":
+                assert pipe.library.pending_chunks(info.doc_hash) == info.n_chunks  # still nothing embedded
+                pipe.library.resume_embedding()
+                assert pipe.library.wait_indexed(timeout=600)
     finally:
         pipe.library.close()

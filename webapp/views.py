@@ -191,14 +191,22 @@ def chart_title(scorer: str = "") -> str:
 
 
 def not_in_documents(a: Answer) -> bool:
-    """Whether to warn that the answer may not be in the documents: the answerer's own flag
-    (``details["not_in_documents"]``) when it gives one, else a plain rule on retrieval: the best
-    candidate's fused score is not above the pool's (z-score ≤ 1), i.e. nothing stands out."""
-    if "not_in_documents" in a.details:
-        return bool(a.details["not_in_documents"])
-    fused = [c.scores["fused"] for c in a.candidates
-             if all(isinstance(c.scores.get(k), (int, float)) for k in ("fused", "dense", "lexical"))]
-    return bool(fused) and max(fused) <= 1.0  # a z-score fusion only (one index alone gives raw scores)
+    """Whether to warn that the answer may not be in the documents: the pipeline's fitted flag
+    (``details["not_in_documents"]``, on every profile; ``pipeline.answering.flag``). Without it, no warning
+    rather than a guess: the former rule on retrieval (top fused z-score ≤ 1), measured on real retrieval,
+    caught almost none of the questions whose document was absent (``bench/flag.md``)."""
+    return bool(a.details.get("not_in_documents"))
+
+
+def lexical_only_note(details: dict) -> str:
+    """"(lexical only for N documents still embedding: …)" and what the not-in-documents check rested on."""
+    names = details.get("lexical_only_docs") or []
+    if not names:
+        return ""
+    basis = ("; whether the answer is in your documents was judged on the words alone"
+             if details.get("flag_basis") == "lexical" else "")
+    return (f"\n(lexical only for {plural(len(names), 'document')} still embedding: "
+            f"{md_escape(', '.join(names), 300)}{basis})")
 
 
 def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None, scorer: str = "") -> str:
@@ -214,9 +222,7 @@ def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None
     if a.details.get("retried"):
         lines.append("\n(the model was asked again with wider evidence)")
     if a.details.get("lexical_only_docs"):
-        names = a.details["lexical_only_docs"]
-        lines.append(f"\n(lexical only for {plural(len(names), 'document')} still embedding: "
-                     f"{md_escape(', '.join(names), 300)})")
+        lines.append(lexical_only_note(a.details))
     return "\n".join(lines)
 
 
@@ -301,6 +307,8 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
                         "highlighted page.*"]
     if label:
         lines.append(f"**Document:** {md_escape(label)} — **page {fa.page}**")
+    if fa.details.get("lexical_only_docs"):
+        lines.append(lexical_only_note(fa.details))
     return "\n".join(lines)
 
 

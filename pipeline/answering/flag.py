@@ -2,13 +2,21 @@
 
 ``flag_features`` measures how well the evidence covers the question's words (and its rarest words) and how
 the retrieval scores stand; ``flag_score`` turns them into a probability-like score with the logistic model
-fitted in ``pipeline/answering/weights.json`` (``python -m bench.answer_quality fit``). No LLM.
+fitted in ``pipeline/answering/weights.json`` (``python -m bench.flag``). No LLM.
+
+The decision rests only on what was really scored. The dense features (``dense_top``, ``dense_ev``) come
+only from candidates that have a dense score, and only when every document of the library had its vectors
+when it was searched: a chunk without a vector is neither evidence of absence nor a zero, and a document still
+embedding may be the one the question is about even when none of its chunks made the candidates. Otherwise —
+documents still embedding, lexical-only retrieval, or an embedder the dense model was not fitted on (its
+scores have another scale) — the decision uses the lexical model, fitted on the same questions with the lexical
+features alone. ``flag_basis`` says which: "dense+lexical" or "lexical".
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..text import normalize
+from ..text import content_terms
 from ..types import Candidate, Question
 from .calibration import load_weights
 
@@ -17,36 +25,22 @@ from .calibration import load_weights
 # interrogatives (as lemmas): a question's own words that a document never needs to contain
 QUESTION_WORDS = {"скільки", "який", "котрий", "чий", "чому", "навіщо", "нащо", "коли", "куди", "звідки", "хто",
                   "що", "як", "де", "чи", "наскільки", "якою", "яким"}
+DENSE = ("dense_top", "dense_ev")  # the features read from one embedder's scores
+DENSE_EMBEDDER = "e5"  # the embedder whose scores the dense model was fitted on
+DENSE_BASIS, LEXICAL_BASIS = "dense+lexical", "lexical"
 
 
 def _terms(text: str) -> set[str]:
     """Content terms as Ukrainian lemmas (so "година" in a question meets "години" in a page), without
     numbers and interrogatives."""
-    return {w for w in normalize(text, "lemma") if len(w) >= 3 and not w.isdigit() and w not in QUESTION_WORDS}
-
-
-_DF: dict = {}
-
-
-def _doc_freq(library) -> tuple[dict[str, int], int]:
-    """How many chunks hold each term (:func:`_terms`), cached per library state."""
-    n = library.n_chunks()
-    key = (str(library.root), n)
-    if key not in _DF:
-        df: dict[str, int] = {}
-        for d in library.documents():
-            for c in library.chunks_of(d.doc_hash):
-                for t in _terms(f"{c.prefix} {c.heading} {c.body}"):
-                    df[t] = df.get(t, 0) + 1
-        if len(_DF) >= 8:  # the web app keeps at most 8 libraries open
-            _DF.pop(next(iter(_DF)))
-        _DF[key] = (df, n)
-    return _DF[key]
+    return content_terms(text) - QUESTION_WORDS
 
 
 def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate]) -> dict:
-    """Retrieval-only signals that the question's document is in the library (higher = more likely present)."""
-    df, n = _doc_freq(library)
+    """Retrieval-only signals that the question's document is in the library (higher = more likely present).
+
+    The dense features are None when no candidate has a dense score (a chunk without a vector is not a zero)."""
+    df, n = library.doc_freq()
     qt = _terms(q.text)
     ev = set()
     for c in evidence:
@@ -58,7 +52,8 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
     for o in q.options:
         ot = _terms(o)
         opt_cov.append(len(ot & ev) / len(ot) if ot else 0.0)
-    dense = [c.scores.get("dense", 0.0) for c in reranked]
+    dense = [c.scores["dense"] for c in reranked if isinstance(c.scores.get("dense"), float)]
+    top = reranked[0].scores.get("dense") if reranked else None
     return {
         "q_cov": len(qt & ev) / len(qt) if qt else 1.0,
         "q_cov_idf": float(sum(v for t, v in idf.items() if t in ev) / tot),
@@ -66,39 +61,53 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         "rare_absent": (sum(df.get(t, 0) == 0 for t in rare) / len(rare)) if rare else 0.0,
         "opt_cov_max": max(opt_cov) if opt_cov else 0.0,
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
-        "dense_top": float(max(dense)) if dense else 0.0,
-        "dense_ev": float(reranked[0].scores.get("dense", 0.0)) if reranked else 0.0,
+        "dense_top": float(max(dense)) if dense else None,
+        "dense_ev": float(top) if isinstance(top, float) else None,
         "absent_words": sorted(t for t in qt if df.get(t, 0) == 0),  # for the reader, not a feature
     }
 
 
-def flag_key(q: Question) -> str:
-    """The flag model for a question: ``flag`` (six options, retrieved with them) or ``flag_free`` (no options)."""
-    return "flag" if q.options else "flag_free"
+def flag_key(q: Question, basis: str = DENSE_BASIS) -> str:
+    """The flag model for a question: ``flag`` (six options, retrieved with them) or ``flag_free`` (no options),
+    with ``_lexical`` for the lexical basis."""
+    key = "flag" if q.options else "flag_free"
+    return key if basis == DENSE_BASIS else f"{key}_lexical"
+
+
+def flag_basis(feats: dict, embedder: str, lexical_only: list[str]) -> str:
+    """"dense+lexical" when every document had its vectors when searched, a candidate has a dense score and the
+    embedder is the one the dense model was fitted on; else "lexical"."""
+    dense_ok = embedder == DENSE_EMBEDDER and not lexical_only and all(feats.get(k) is not None for k in DENSE)
+    return DENSE_BASIS if dense_ok else LEXICAL_BASIS
 
 
 def flag_score(feats: dict, model: dict, key: str = "flag") -> float:
     """Probability-like score that the question's document is NOT in the library (logistic model)."""
     fm = model[key]
-    x = (np.array([feats[n] for n in fm["features"]]) - np.asarray(fm["mean"])) / np.asarray(fm["scale"])
+    x = (np.array([feats[n] for n in fm["features"]], dtype=float) - np.asarray(fm["mean"])) / np.asarray(fm["scale"])
     return float(1 / (1 + np.exp(-(x @ np.asarray(fm["weights"]) + fm["bias"]))))
 
 
 def not_in_documents(library, q: Question, reranked: list[Candidate], evidence: list[Candidate],
-                     model: dict | None = None) -> dict:
-    """``not_in_documents`` (bool: the answer may not be in the library), its score and the signals behind it.
+                     model: dict | None = None, embedder: str = DENSE_EMBEDDER,
+                     lexical_only: list[str] | None = None) -> dict:
+    """``not_in_documents`` (bool: the answer may not be in the library), its score, the basis it was decided on
+    (``flag_basis``) and the signals behind it.
 
-    Empty when no flag model has been fitted. Fitted on the e5 retrieval scores of the CPU profile, one model for
-    six-option questions and one for questions without options (:func:`flag_key`).
+    ``lexical_only``: the documents that had no (or not all their) vectors when the question was searched.
+    Empty when no flag model for the basis has been fitted (the app then shows no flag rather than a guess).
     """
     try:
         model = model or load_weights()
     except FileNotFoundError:
         return {}
-    key = flag_key(q)
-    if not model.get(key) or not reranked:
+    if not reranked:
         return {}
     feats = flag_features(library, q, reranked, evidence)
+    basis = flag_basis(feats, embedder, lexical_only or [])
+    key = flag_key(q, basis)
+    if not model.get(key):
+        return {}
     score = flag_score(feats, model, key)
     return {"not_in_documents": bool(score > model[key]["threshold"]), "not_in_documents_score": score,
-            "flag_features": feats}
+            "flag_basis": basis, "flag_features": feats}

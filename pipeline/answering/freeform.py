@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .answer import page_with_words
-from .flag import not_in_documents
+from .flag import DENSE_BASIS
 from ..prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
 from ..text import fold_homoglyphs, normalize, words
 from ..types import Candidate, Question
@@ -323,14 +323,16 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
                 ) -> FreeAnswer:
     """The free-form answer to ``q`` (its options are ignored) from ``pipe``'s library.
 
-    The not-in-documents flag (``flag.not_in_documents``, retrieval only) is asked first: when it fires the
-    answer is "not found" without reading; when it holds, a refusal of the model is replaced by its forced answer
+    The not-in-documents flag (``flag.not_in_documents``, retrieval only, through ``pipe.flag``: on the lexical
+    features alone while documents are still embedding) is asked first: when it fires the answer is "not found"
+    without reading; when it holds, a refusal of the model is replaced by its forced answer
     (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark);
     ``flag_model`` the fitted flag weights (the benchmark's are fitted without the question's document)."""
     s = pipe.settings
     if pipe.library.n_chunks() == 0:
         raise ValueError("the library is empty: add PDFs first")
     q = Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page)
+    still = pipe.library.lexical_only_documents()  # before retrieval: what it could not score densely
     retrieved, reranked, timings = pipe.retrieve(q)
     if not reranked:
         raise ValueError("nothing was retrieved for this question: is the library empty?")
@@ -340,10 +342,11 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
     tries = [(s.top_k_answer, s.passage_tokens)]
     if sw.retry_top_k and sw.retry_top_k > s.top_k_answer:
         tries.append((sw.retry_top_k, s.free_retry_passage_tokens))
-    details: dict = {"tries": [], "retrieved": retrieved}
+    still = pipe.lexical_only(retrieved, still)
+    details: dict = {"tries": [], "retrieved": retrieved, "lexical_only_docs": still}
     flag = {}
-    if sw.flag and s.embedder == "e5":  # fitted on e5's scores
-        flag = not_in_documents(pipe.library, q, reranked, pipe.evidence(reranked, s.top_k_answer), flag_model)
+    if sw.flag:  # on what was scored: the lexical features alone while documents are still embedding
+        flag = pipe.flag(q, reranked, pipe.evidence(reranked, s.top_k_answer), still, flag_model)
     details.update(flag)
     if flag.get("not_in_documents"):
         shown = reranked[:s.top_k_answer]
@@ -354,7 +357,13 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
                    f"{flag['not_in_documents_score']:.2f}; the model was not asked)"]
         return FreeAnswer("", True, reasons, shown[0].chunk.doc_name, shown[0].chunk.doc_hash,
                           answer_page(shown[0], q, ""), None, shown, shown, reranked, 0.0, timings, details)
-    present = bool(flag)
+    # the flag holds = the library holds the document (a refusal is then replaced by the forced answer): on the
+    # dense+lexical basis, or on the lexical one while documents are still embedding (asked at once after an upload,
+    # as the indexed library's dense model would most likely hold); not on an embedder whose flag is lexical for good
+    # (its lexical model catches a minority of absent documents: the model's own judgements decide there)
+    # never where most of the question's rarest words occur in no document (its fact is not here: a refusal stands)
+    present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still)) \
+        and flag["flag_features"]["rare_absent"] < 0.5
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
         texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,

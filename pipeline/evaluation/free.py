@@ -91,7 +91,8 @@ def trace_of(q: Question, a: FreeAnswer) -> dict:
                             "pages": c.chunk.pages, "scores": {k: round(v, 5) for k, v in c.scores.items()}}
                            for c in a.candidates[:10]],
             "tries": a.details.get("tries", []),
-            **{k: a.details[k] for k in ("not_in_documents", "not_in_documents_score") if k in a.details}}
+            **{k: a.details[k] for k in ("not_in_documents", "not_in_documents_score", "flag_basis", "lexical_only_docs")
+               if k in a.details}}
 
 
 def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = None,

@@ -96,7 +96,7 @@ def _predict(pipe: Pipeline, q: Question, rec: TraceRecord, answer: bool) -> Non
         if pipe.settings.order_check > 1:  # the answer re-scored with the options in other orders
             rec["order_check"] = pipe.order_check(q, a.evidence, pipe.settings.order_check)
         rec.update({k: a.details[k] for k in ("features", "not_in_documents", "not_in_documents_score",
-                                              "flag_features") if k in a.details})
+                                              "flag_basis", "flag_features", "lexical_only_docs") if k in a.details})
 
 
 def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None, answer: bool = True,

@@ -1,25 +1,39 @@
-"""The lexical index: BM25 (``bm25s``) over every chunk's heading and body, built in memory from the store.
+"""The lexical index: BM25 (``bm25s``) over every chunk's heading and body, built in memory from the store,
+and its document-frequency statistics (how many chunks hold each content term).
 
-Built on first use and again after the library changes (:meth:`LexicalIndex.invalidate`); words are
-normalised as ``settings.lexical_norm`` says (``pipeline.text.normalize``).
+BM25 is built on first use and again after the library changes (:meth:`LexicalIndex.invalidate`); words are
+normalised as ``settings.lexical_norm`` says (``pipeline.text.normalize``). The document-frequency statistics
+(:meth:`LexicalIndex.doc_freq`, read by the not-in-documents flag) are kept per document: a document's counts
+are made once when it is first seen listed and dropped when it is no longer listed, so they always describe the
+documents listed now, whatever their number of chunks.
 """
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import Callable
 
 import numpy as np
 
-from ..text import normalize
+from ..text import content_terms, normalize
 
 
 class LexicalIndex:
-    def __init__(self, texts: Callable[[], list[tuple[str, str, str]]], norm: str):
-        """``texts()`` gives (chunk id, heading, body) of every chunk (``DocumentStore.chunk_texts``)."""
+    def __init__(self, texts: Callable[[], list[tuple[str, str, str]]], norm: str,
+                 listed: Callable[[], set[str]] | None = None,
+                 doc_texts: Callable[[str], list[str]] | None = None):
+        """``texts()`` gives (chunk id, heading, body) of every chunk (``DocumentStore.chunk_texts``);
+        ``listed()`` the listed documents' hashes and ``doc_texts(doc_hash)`` the text of each of a document's
+        chunks (prefix, heading and body): what the document-frequency statistics count."""
         self._texts, self.norm = texts, norm
+        self._listed, self._doc_texts = listed, doc_texts
         self._lock = threading.RLock()
         self._bm25 = None
         self._ids: list[str] = []
+        self._df_lock = threading.Lock()
+        self._per_doc: dict[str, tuple[Counter, int]] = {}  # doc hash -> (chunks holding each term, chunks)
+        self._df: Counter = Counter()
+        self._n = 0
 
     def invalidate(self) -> None:
         with self._lock:
@@ -46,3 +60,47 @@ class LexicalIndex:
         toks = normalize(text, self.norm)
         scores = bm25.get_scores(toks) if toks else np.zeros(len(ids))
         return dict(zip(ids, scores.tolist()))
+
+    # ---- document-frequency statistics ------------------------------------------------
+    def add_document(self, doc_hash: str) -> None:
+        """Count a listed document's chunks into the statistics (once; a no-op if already counted)."""
+        with self._df_lock:
+            self._add(doc_hash)
+
+    def remove_document(self, doc_hash: str) -> None:
+        """Take a document's counts out of the statistics."""
+        with self._df_lock:
+            self._remove(doc_hash)
+
+    def _add(self, doc_hash: str) -> None:
+        if doc_hash in self._per_doc:
+            return
+        texts = self._doc_texts(doc_hash)
+        counts: Counter = Counter()
+        for t in texts:
+            counts.update(content_terms(t))
+        self._per_doc[doc_hash] = (counts, len(texts))
+        self._df.update(counts)
+        self._n += len(texts)
+
+    def _remove(self, doc_hash: str) -> None:
+        counts, n = self._per_doc.pop(doc_hash, (None, 0))
+        if counts is not None:
+            self._df.subtract(counts)
+            self._df = +self._df  # drop the terms no chunk holds any more
+            self._n -= n
+
+    def doc_freq(self) -> tuple[dict[str, int], int]:
+        """(how many chunks hold each content term, how many chunks there are) over the documents listed now.
+
+        Documents listed since the last call are counted and documents no longer listed dropped (by hash, so a
+        document removed and another of the same size added are told apart); thread-safe. Returns copies."""
+        if self._listed is None or self._doc_texts is None:
+            raise RuntimeError("this lexical index was built without the documents' texts (listed, doc_texts)")
+        with self._df_lock:
+            listed = set(self._listed())
+            for h in set(self._per_doc) - listed:
+                self._remove(h)
+            for h in sorted(listed - set(self._per_doc)):
+                self._add(h)
+            return dict(self._df), self._n

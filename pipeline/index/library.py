@@ -2,7 +2,8 @@
 
 * :class:`~pipeline.index.store.DocumentStore` — documents, pages with word boxes and chunk text (SQLite), the PDFs;
 * :class:`~pipeline.index.vectors.VectorIndex` — the chunk vectors (embedded Chroma, or a Chroma server);
-* :class:`~pipeline.index.lexical.LexicalIndex` — BM25 over the chunk text, rebuilt in memory;
+* :class:`~pipeline.index.lexical.LexicalIndex` — BM25 over the chunk text, rebuilt in memory, and the chunks'
+  document-frequency statistics, kept per document;
 * :class:`~pipeline.index.indexer.Indexer` — adds a PDF (the only part that needs an embedder).
 
 Progressive indexing: a document is listed once its rows are stored, in one
@@ -51,7 +52,8 @@ class Library:
         self.lock = threading.RLock()
         self.store = DocumentStore(self.root, settings.fingerprint())
         self.vectors = VectorIndex(self.root, settings, self.store.library_id, self.store.n_embedded_chunks())
-        self.lexical = LexicalIndex(self.store.chunk_texts, settings.lexical_norm)
+        self.lexical = LexicalIndex(self.store.chunk_texts, settings.lexical_norm, listed=self.store.listed,
+                                    doc_texts=self._chunk_texts_of)
         self.indexer = (Indexer(self.store, self.vectors, self.lexical, embedder, settings, self.lock,
                                 on_added=self.embed_in_background) if embedder is not None else None)
         self._sweep()
@@ -115,6 +117,8 @@ class Library:
             try:
                 while not self._stop.is_set():
                     self._run.wait()
+                    if self._held():
+                        continue
                     if not _BACKGROUND_GATE.acquire(timeout=0.5):  # another library's batch: look at stop again
                         continue
                     try:
@@ -130,6 +134,14 @@ class Library:
                 self._error = e
             with self._changed:
                 self._changed.notify_all()
+
+    def _held(self) -> bool:
+        """``settings.embed_hold_file`` exists (tests): wait a little and look again."""
+        hold = self.settings.embed_hold_file
+        if hold and Path(hold).exists():
+            self._stop.wait(0.2)
+            return True
+        return False
 
     def pause_embedding(self) -> None:
         """Hold the background embedding between batches (tests; a caller needing the embedder to itself)."""
@@ -183,6 +195,7 @@ class Library:
             self.vectors.remove_document(doc_hash)
             self._sweep()
             self.lexical.invalidate()
+            self.lexical.remove_document(doc_hash)
         return n
 
     # ---- reading (the store's and the indexes' own calls, for the stages and the web app) ----
@@ -200,6 +213,14 @@ class Library:
 
     def chunks_of(self, doc_hash: str) -> list[Chunk]:
         return self.store.chunks_of(doc_hash)
+
+    def _chunk_texts_of(self, doc_hash: str) -> list[str]:
+        """Each chunk's prefix, heading and body (what the lexical index's term statistics count)."""
+        return [f"{c.prefix} {c.heading} {c.body}" for c in self.store.chunks_of(doc_hash)]
+
+    def doc_freq(self) -> tuple[dict[str, int], int]:
+        """How many chunks hold each content term, and how many chunks there are (``LexicalIndex.doc_freq``)."""
+        return self.lexical.doc_freq()
 
     def page(self, doc_hash: str, number: int) -> Page | None:
         return self.store.page(doc_hash, number)

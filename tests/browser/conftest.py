@@ -13,6 +13,23 @@ import pytest
 from .harness import CHROMIUM, CHROMIUM_ARGS, ROOT, App
 
 
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here (None when they can)."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (bash scripts/setup.sh --dev)"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    return None
+
+
+# In CI a missing browser is a failure, not a skip: a run must not be green with no browser test run. (Raised while
+# this conftest loads, before any test module of this folder can skip itself.)
+if os.environ.get("CI", "").lower() in ("true", "1") and missing_browser():
+    pytest.fail(f"CI={os.environ['CI']}: {missing_browser()}; the browser tests cannot run", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def out_dir() -> Path:
     d = Path(os.environ.get("TEST_OUTPUT_DIR", ROOT / "test-output"))
@@ -46,10 +63,10 @@ def app(tmp_path_factory, out_dir, timings):
 
 @pytest.fixture(scope="session")
 def browser():
-    """Headless Debian Chromium (never a downloaded browser build); the tests skip without it."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    """Headless Debian Chromium (never a downloaded browser build); the tests skip without it (fail under CI)."""
+    if missing_browser():
+        pytest.skip(missing_browser())
+    from playwright import sync_api
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b

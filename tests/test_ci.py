@@ -1,0 +1,22 @@
+"""Under CI=true the browser tests never skip silently: a missing Chromium fails the run (tests/browser/conftest.py)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def collect(env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "tests/browser/test_hostile.py"], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**{k: v for k, v in os.environ.items() if k != "CI"}, **env})
+
+
+def test_a_missing_chromium_fails_under_ci_and_skips_otherwise():
+    gone = {"PDFQA_CHROMIUM": "/nonexistent/chromium"}
+    ci = collect({**gone, "CI": "true"})
+    assert ci.returncode != 0, ci.stdout + ci.stderr
+    assert "CI=true: " in ci.stdout + ci.stderr and "/nonexistent/chromium" in ci.stdout + ci.stderr
+    local = collect(gone)
+    assert local.returncode in (0, 5), local.stdout + local.stderr  # collected or skipped, never an error
