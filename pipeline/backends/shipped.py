@@ -35,7 +35,7 @@ def _part_files(packages: list[str]) -> list[Path]:
     return files
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
@@ -58,7 +58,7 @@ def shipped_gguf(spec: dict = QWEN_1_5B) -> Path:
             with open(p, "rb") as r:
                 while block := r.read(1 << 22):
                     w.write(block)
-    digest = _sha256(tmp)
+    digest = sha256_of(tmp)
     if digest != spec["sha256"]:
         tmp.unlink()
         raise ModelMissing(f"assembled {spec['name']} has sha256 {digest}, expected {spec['sha256']}")

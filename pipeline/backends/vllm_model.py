@@ -13,7 +13,6 @@ resolve that name to the folder (:func:`resolve_model`). Runs in the vLLM venv o
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..errors import ModelMissing
-from .shipped import QWEN_1_5B, cache_dir
+from .shipped import QWEN_1_5B, cache_dir, sha256_of
 
 SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # the settings' name for the converted folder
 FOLDER = "qwen2.5-coder-1.5b-instruct-hf"
@@ -31,14 +30,6 @@ MANIFEST = "pdfqa-manifest.json"
 
 def model_dir() -> Path:
     return cache_dir() / FOLDER
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def converted_model(full_check: bool = False) -> Path:
@@ -53,7 +44,7 @@ def converted_model(full_check: bool = False) -> Path:
         raise ModelMissing(f"{d} was converted from another GGUF: run `bash scripts/setup-vllm.sh` again")
     for name, (size, digest) in man["files"].items():
         f = d / name
-        if not f.is_file() or f.stat().st_size != size or (full_check and _sha256(f) != digest):
+        if not f.is_file() or f.stat().st_size != size or (full_check and sha256_of(f) != digest):
             raise ModelMissing(f"{f} is missing or differs from its manifest: run `bash scripts/setup-vllm.sh`")
     return d
 
@@ -98,7 +89,7 @@ def convert(force: bool = False) -> Path:
     cfg = json.loads((tmp / "config.json").read_text())
     cfg.pop("quantization_config", None)
     (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
-    files = {f.name: [f.stat().st_size, _sha256(f)] for f in sorted(tmp.iterdir()) if f.is_file()}
+    files = {f.name: [f.stat().st_size, sha256_of(f)] for f in sorted(tmp.iterdir()) if f.is_file()}
     (tmp / MANIFEST).write_text(json.dumps({"gguf": gguf.name, "gguf_sha256": QWEN_1_5B["sha256"], "files": files,
                                             "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
     shutil.rmtree(d, ignore_errors=True)
