@@ -78,3 +78,17 @@ def open_app(browser, app, context=None):
     page.wait_for_function("() => !!localStorage.getItem('pdfqa-session')", timeout=60_000)
     page.wait_for_timeout(500)
     return page
+
+
+def visitor_fixture(name: str):
+    """A module-scoped fixture ``name``: one visitor's page on the module's ``app`` (its own browser context),
+    closed after the module."""
+    import pytest
+
+    @pytest.fixture(scope="module", name=name)
+    def visitor(browser, app):
+        page = open_app(browser, app)
+        yield page
+        page.context.close()
+
+    return visitor

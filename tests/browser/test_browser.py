@@ -21,7 +21,7 @@ from PIL import Image
 
 from . import docs as D
 from .docs import pdfgen
-from .harness import CHROMIUM, ROOT, App, open_app
+from .harness import App, CHROMIUM, ROOT, open_app, visitor_fixture
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed").expect
 if not Path(CHROMIUM).exists():
@@ -191,18 +191,10 @@ def files(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture(scope="module")
-def alice(browser, app):
-    page = open_app(browser, app)
-    yield page
-    page.context.close()
+alice = visitor_fixture("alice")
 
 
-@pytest.fixture(scope="module")
-def bob(browser, app):
-    page = open_app(browser, app)
-    yield page
-    page.context.close()
+bob = visitor_fixture("bob")
 
 
 # ---- tests -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 
 from . import docs as D
 from .docs import pdfgen
-from .harness import App, free_port, open_app
+from .harness import App, free_port, open_app, visitor_fixture
 from .test_browser import (ANSWER_TIMEOUT, READY, expect, row_locator, shot, status_rows, tab, table_rows, text_of,
                            upload, wait_indexing_done, wait_until)
 
@@ -30,11 +30,7 @@ def pwned(page) -> bool:
     return page.evaluate("() => window.__pwned !== undefined")
 
 
-@pytest.fixture(scope="module")
-def eve(browser, app):
-    page = open_app(browser, app)
-    yield page
-    page.context.close()
+eve = visitor_fixture("eve")
 
 
 @pytest.mark.timeout(900)

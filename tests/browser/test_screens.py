@@ -16,7 +16,7 @@ import pytest
 import pymupdf
 
 from . import docs as D
-from .harness import open_app
+from .harness import visitor_fixture
 from .test_browser import (ANSWER_TIMEOUT, expect, status_rows, tab, table_rows, text_of, upload, wait_indexing_done,
                            wait_until)
 
@@ -82,11 +82,7 @@ def broken_words(page, elem_id: str) -> list[str]:
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
-@pytest.fixture(scope="module")
-def vera(browser, app):
-    page = open_app(browser, app)
-    yield page
-    page.context.close()
+vera = visitor_fixture("vera")
 
 
 @pytest.fixture(scope="module")
