@@ -87,6 +87,29 @@ def upload(page, elem_id: str, paths: list[Path]) -> None:
     page.locator(f"#{elem_id} input[type=file]").set_input_files([str(p) for p in paths])
 
 
+
+def start_run(page, csv_path: Path, name: str) -> None:
+    """Evaluate: a fresh questions CSV, a run name, Run clicked."""
+    tab(page, "Evaluate")
+    clear = page.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I))
+    if clear.count():  # a CSV from before
+        clear.first.click()
+    upload(page, "questions-csv", [csv_path])
+    page.locator("#run-name textarea").fill(name)
+    page.wait_for_timeout(500)
+    page.locator("#run").click()
+
+
+def ask_without_options(page, question: str) -> None:
+    """Ask: ``question`` with the six options emptied, asked; returns once the short answer is under way."""
+    tab(page, "Ask")
+    page.locator("#question textarea").fill(question)
+    for letter in "ABCDEF":
+        page.locator(f"#option-{letter} textarea").fill("")
+    page.locator("#ask").click()
+    expect(page.locator("#ask-status")).to_contain_text("short answer", timeout=60_000)
+
+
 def image_of(page, elem_id: str, app) -> Image.Image:
     img = page.locator(f"#{elem_id} img").first
     expect(img).to_be_visible(timeout=60_000)
@@ -344,12 +367,7 @@ def test_option_order_check_in_ask(alice, out_dir):
 def test_a_question_without_options_gets_a_short_answer_or_not_found(alice, app, out_dir):
     """Issue 13: no options → a short answer with its document, page and highlighted evidence; a question
     about something the documents do not hold → "Not found in your documents" and the closest passages."""
-    tab(alice, "Ask")
-    alice.locator("#question textarea").fill("Скільки коштує доба паркування?")
-    for L in "ABCDEF":
-        alice.locator(f"#option-{L} textarea").fill("")
-    alice.locator("#ask").click()
-    expect(alice.locator("#ask-status")).to_contain_text("short answer", timeout=60_000)
+    ask_without_options(alice, "Скільки коштує доба паркування?")
     expect(alice.locator("#answer")).to_contain_text("150", timeout=ANSWER_TIMEOUT)
     expect(alice.locator("#answer")).to_contain_text("parking.pdf")
     expect(alice.locator("#answer")).to_contain_text("page 1")
@@ -478,12 +496,7 @@ def test_evaluate_stop_keeps_what_was_done_and_names_missing_gold(alice, files, 
     csv_path = tmp_path / "three.csv"
     csv_path.write_bytes(D.questions_csv([("q2", D.PARKING_Q, "parking.pdf", 1), ("q1", D.MUSEUM_Q, "muzei.pdf", 1),
                                           ("s3", D.MUSEUM_Q, "vidsutnii.pdf", 1)]))
-    tab(alice, "Evaluate")
-    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
-    upload(alice, "questions-csv", [csv_path])
-    alice.locator("#run-name textarea").fill("stopped")
-    alice.wait_for_timeout(500)
-    alice.locator("#run").click()
+    start_run(alice, csv_path, "stopped")
     # the question trace shown before belonged to the other run: it goes as this one starts
     expect(alice.locator("#trace")).not_to_contain_text("gold_rank", timeout=10_000)
     expect(alice.locator("#question-head")).not_to_contain_text("Gold:")
@@ -541,12 +554,7 @@ def test_evaluate_runs_a_free_form_csv(alice, out_dir, tmp_path):
     path.write_text("Question_ID,Question,Answer,Doc_ID,Page_Num\n"
                     "f1,Скільки коштує доба паркування?,150 гривень,parking.pdf,1\n"
                     "f2,Яка ціна вхідного квитка до музею для студентів?,,,\n", encoding="utf-8")
-    tab(alice, "Evaluate")
-    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
-    upload(alice, "questions-csv", [path])
-    alice.locator("#run-name textarea").fill("free")
-    alice.wait_for_timeout(500)
-    alice.locator("#run").click()
+    start_run(alice, path, "free")
     expect(alice.locator("#eval-message")).to_contain_text("Run “free” finished", timeout=2 * ANSWER_TIMEOUT)
     expect(alice.locator("#score")).to_contain_text("Free-form questions")
     expect(alice.locator("#score")).to_contain_text("token F1")

@@ -17,7 +17,7 @@ import pymupdf
 
 from . import docs as D
 from .harness import visitor_fixture
-from .test_browser import (ANSWER_TIMEOUT, expect, status_rows, tab, table_rows, text_of, upload, wait_indexing_done,
+from .test_browser import (ANSWER_TIMEOUT, ask_without_options, start_run, expect, status_rows, tab, table_rows, text_of, upload, wait_indexing_done,
                            wait_until)
 
 SIZES = ((1280, 720), (1920, 1080))
@@ -142,12 +142,7 @@ def test_ask_button_in_view_then_an_answer_whose_chart_and_lines_read_right(vera
 
 @pytest.mark.timeout(900)
 def test_plain_questions_say_what_grounding_means_and_not_found_shows_no_support(vera, out_dir):
-    tab(vera, "Ask")
-    vera.locator("#question textarea").fill("Скільки коштує доба паркування?")
-    for letter in "ABCDEF":
-        vera.locator(f"#option-{letter} textarea").fill("")
-    vera.locator("#ask").click()
-    expect(vera.locator("#ask-status")).to_contain_text("short answer", timeout=60_000)
+    ask_without_options(vera, "Скільки коштує доба паркування?")
     expect(vera.locator("#ask-status")).to_contain_text("Answered in", timeout=ANSWER_TIMEOUT)
     expect(vera.locator("#ask")).to_be_enabled(timeout=60_000)
     if "Not found" not in text_of(vera, "answer"):
@@ -161,20 +156,9 @@ def test_plain_questions_say_what_grounding_means_and_not_found_shows_no_support
     look(vera, out_dir, "answer", "ask-not-found", "ask-not-found.png")
 
 
-def run_csv(page, path, name: str) -> None:
-    tab(page, "Evaluate")
-    clear = page.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I))
-    if clear.count():
-        clear.first.click()
-    upload(page, "questions-csv", [path])
-    page.locator("#run-name textarea").fill(name)
-    page.wait_for_timeout(500)
-    page.locator("#run").click()
-
-
 @pytest.mark.timeout(1200)
 def test_evaluate_trace_then_a_stopped_run_compared(vera, files, out_dir):
-    run_csv(vera, files["questions.csv"], "finished")
+    start_run(vera, files["questions.csv"], "finished")
     expect(vera.locator("#eval-message")).to_contain_text("Run “finished” finished", timeout=2 * ANSWER_TIMEOUT)
     assert broken_words(vera, "question-table") == []
     hashed = [r for r in table_rows(vera, "question-table") if r[0] == "q2"][0]
@@ -186,7 +170,7 @@ def test_evaluate_trace_then_a_stopped_run_compared(vera, files, out_dir):
     look(vera, out_dir, "question-head", "evaluate-trace", "evaluate-trace.png")
     look(vera, out_dir, "trace-predicted", "evaluate-trace-pages")
 
-    run_csv(vera, files["questions.csv"], "stopped")
+    start_run(vera, files["questions.csv"], "stopped")
     expect(vera.locator("#eval-progress")).to_contain_text("1 / 3", timeout=ANSWER_TIMEOUT)
     vera.locator("#stop").click()
     expect(vera.locator("#eval-message")).to_contain_text("stopped after", timeout=ANSWER_TIMEOUT)
