@@ -115,4 +115,4 @@ def test_fingerprint_changes_with_the_long_document_chunking():
     assert load_settings(long_chunk_tokens=192, long_doc_pages=20).fingerprint() != \
         load_settings(long_chunk_tokens=192).fingerprint()
     assert load_settings(long_chunk_tokens=192, long_prefix_tokens=64).fingerprint() != \
-        load_settings(long_chunk_tokens=192).fingerprint()
+        load_settings(long_chunk_tokens=192, long_prefix_tokens=0).fingerprint()
