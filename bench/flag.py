@@ -45,7 +45,6 @@ from bench import answer_quality_fit as F
 from bench.answer_quality import halves, ordered
 from pipeline.answering import flag as flagmod
 from pipeline.evaluation.questions import read_questions
-from pipeline.evaluation.run import index_folder
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 from pipeline.types import Question

@@ -1,4 +1,4 @@
-from pipeline.documents.chunking import TokenCounter, chunk_document, plain
+from pipeline.documents.chunking import chunk_document, plain
 from pipeline.documents.ingest import _headings
 from pipeline.types import Document, Page
 
