@@ -232,11 +232,16 @@ def settings_for(a, family: str, embed_url: str | None):
     # the remote profile's code path with e5 weights behind the server: e5's chunking (its index), its tokenizer,
     # the CPU profile's option reranker (no /rerank server runs here) — retrieval only
     cpu = load_settings("cpu")
-    return load_settings("remote", embed_hold_file=cpu.embed_hold_file or str(a.data_dir / "hold-embedding"), embed_url=embed_url, embed_model="e5", embed_tokenizer="e5", embed_input_type=True,
-                         chunk_tokens=cpu.chunk_tokens, chunk_overlap=cpu.chunk_overlap,
-                         prefix_tokens=cpu.prefix_tokens, query_instruction=cpu.query_instruction,
-                         embed_query_prefix=cpu.embed_query_prefix, reranker="options",
-                         page_rescore_weight=cpu.page_rescore_weight, top_k_answer=cpu.top_k_answer)
+    same = {k: getattr(cpu, k) for k in CPU_SEARCH}
+    return load_settings("remote", embed_hold_file=cpu.embed_hold_file or str(a.data_dir / "hold-embedding"),
+                         embed_url=embed_url, embed_model="e5", embed_tokenizer="e5", embed_input_type=True,
+                         reranker="options", **same)
+
+
+# the cpu profile's chunking (its index), query, page choice and passages: the remote family reads the same index
+CPU_SEARCH = ("chunk_tokens", "chunk_overlap", "prefix_tokens", "long_doc_pages", "long_chunk_tokens",
+              "long_prefix_tokens", "query_instruction", "embed_query_prefix", "page_rescore_weight", "page_pool",
+              "page_min_pages", "page_expand", "distinct_pages", "top_k_answer")
 
 
 def records(a, name: str, family: str, libs: list[tuple[Path, set[str] | None]], questions: list[Question],

@@ -87,9 +87,9 @@ def prompt_tokens(q: Question, evidence: list[Candidate], settings: Settings) ->
     return count(fit_shared_prompt(q, passages, count, settings.n_ctx))
 
 
-def where_lost(retrieval: int | None, reranked: int | None, final: int | None, k: int) -> str:
-    """The stage that lost the gold page (or ``READ`` when it is among the ``k`` passages read)."""
-    if final is not None and final <= k:
+def where_lost(retrieval: int | None, reranked: int | None, read: bool, k: int) -> str:
+    """The stage that lost the gold page (or ``READ`` when it is among the passages read)."""
+    if read:
         return READ
     if retrieval is None:
         return NOT_RETRIEVED
@@ -117,11 +117,13 @@ def stages(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> tuple[Diagno
     page = evidence_page(top, q, None)
     doc = top.chunk.doc_name
     k = s.top_k_answer
-    return Diagnosis(q.qid, q.gold_doc, r_retrieval, r_rerank, r_final, where_lost(r_retrieval, r_rerank, r_final, k),
+    evidence = pipe.evidence(final, k)
+    read = gold_rank(evidence, q) is not None
+    return Diagnosis(q.qid, q.gold_doc, r_retrieval, r_rerank, r_final, where_lost(r_retrieval, r_rerank, read, k),
                      doc == q.gold_doc, page, doc == q.gold_doc and page == q.gold_page,
                      page_proximity(doc, page, q.gold_doc, q.gold_page, n_pages.get(q.gold_doc, 0)),
-                     [(c.chunk.doc_name, c.chunk.pages) for c in final[:k]],
-                     prompt_tokens(q, pipe.evidence(final, k), s)), retrieved, final
+                     [(c.chunk.doc_name, c.chunk.pages) for c in evidence],
+                     prompt_tokens(q, evidence, s)), retrieved, final
 
 
 # ---- end to end: every scorer on the same passages ----------------------------------------------
@@ -131,7 +133,7 @@ SCORERS = {"listed+support (cpu default)": {"scorer": "listed", "listed_support_
            "option": {"scorer": "option"}}
 
 
-def answer_all(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> dict:
+def answer_all(pipe: Pipeline, q: Question, n_pages: dict[str, int], scorers: list[str] | None = None) -> dict:
     """One question end to end (``pipeline.answering.answer.answer``, the batch run's own call) under each of
     ``SCORERS``, on the same passages; the model reads the shared prompt once (its prefix cache)."""
     import time
@@ -146,15 +148,20 @@ def answer_all(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> dict:
     ans = pipe.models.answerer
     with ans.exclusive():
         for name, over in SCORERS.items():
+            if scorers and name.split()[0] not in scorers:
+                continue
             s = pipe.settings.model_copy(update=over)
             t = time.perf_counter()
             a = answering.answer(q, retrieved, final, {}, ans, s, pipe.evidence)
-            first = name == next(iter(SCORERS))  # the others find the passages already read (prefix cache)
+            first = not rec["scorers"]  # the others find the passages already read (prefix cache)
             rec["scorers"][name] = _scored(a.letter, a.doc_name, a.page, q, n_pages,
                                           time.perf_counter() - t + t_retrieve if first else None,
                                           a.details["prompt_tokens"])
-            lv = (a.details.get("features") or {}).get("listed_value")
-            if lv is not None:
+            feats = a.details.get("features") or {}
+            rec["scorers"][name]["probabilities"] = [a.probabilities.get(x, 0.0) for x in LETTERS]
+            lv = feats.get("listed_value")
+            if lv is not None:  # the listed run's own values, before support and temperature (re-weighed offline)
+                rec["listed_value"], rec["listed_support"] = list(map(float, lv)), feats.get("listed_support")
                 letter = LETTERS[int(np.argmax(lv))]
                 rec["scorers"]["listed"] = _scored(letter, a.doc_name, answering.evidence_page(final[0], q, letter), q,
                                                    n_pages, None, a.details["prompt_tokens"])
@@ -185,6 +192,33 @@ def answer_table(recs: dict[str, list[dict]]) -> str:
             lines.append(f"| {name} | {sc} | {n} | {acc:.3f} | {0.5 * acc + 0.25 * doc + 0.25 * prox:.3f} | {doc:.3f} | "
                          f"{prox:.3f} | {sum(x['page_right'] for x in xs) / n:.3f} | {p50} | "
                          f"{statistics.mean(x['prompt_tokens'] for x in xs):.0f} |")
+    return "\n".join(lines)
+
+
+SUPPORT_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def support_weight_table(recs: dict[str, list[dict]], weights=SUPPORT_WEIGHTS) -> str:
+    """The listed scorer's answer accuracy at each lexical-support weight, from the recorded raw values (argmax of
+    value + weight × support: the temperature does not move it), and the weight chosen leave-one-document-out."""
+    lines = ["| set | n | " + " | ".join(f"support weight {w:g}" for w in weights) + " | chosen leave-one-document-out |",
+             "|---|---|" + "---|" * (len(weights) + 1)]
+    for name, rs in recs.items():
+        rs = [r for r in rs if r.get("listed_value") is not None]
+        if not rs:
+            continue
+
+        def right(r, w):
+            v = np.array(r["listed_value"]) + w * np.array(r["listed_support"])
+            return "ABCDEF"[int(np.argmax(v))] == r["gold"]
+
+        acc = [sum(right(r, w) for r in rs) / len(rs) for w in weights]
+        held = 0
+        for d in {r["doc"] for r in rs}:
+            train = [r for r in rs if r["doc"] != d]
+            best = max(weights, key=lambda w: (sum(right(r, w) for r in train), -abs(w - 1.0)))
+            held += sum(right(r, best) for r in rs if r["doc"] == d)
+        lines.append(f"| {name} | {len(rs)} | " + " | ".join(f"{x:.3f}" for x in acc) + f" | {held / len(rs):.3f} |")
     return "\n".join(lines)
 
 
@@ -364,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answer", action="store_true",
                     help="end to end instead: the answer model under every scorer on the same passages (first variant)")
     ap.add_argument("--limit", type=int, default=None, help="--answer: only the first N questions per set")
+    ap.add_argument("--scorer", action="append", default=[], choices=[k.split()[0] for k in SCORERS],
+                    help="--answer: only this scorer (repeatable; listed+support also gives listed and the raw values)")
     a = ap.parse_args(argv)
     base = parse_overrides(a.set)
     variants = {"default" + (f" ({', '.join(a.set)})" if a.set else ""): base}
@@ -432,7 +468,7 @@ def run_answers(a, argv, variants, models, cached) -> int:
             done = {r["qid"]: r for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())}
         rs = []
         for i, q in enumerate(questions[: a.limit] if a.limit else questions, 1):
-            r = done.get(q.qid) or answer_all(pipe, q, n_pages)
+            r = done.get(q.qid) or answer_all(pipe, q, n_pages, a.scorer)
             if out and q.qid not in done:
                 with open(out, "a", encoding="utf-8") as f:
                     f.write(json.dumps(r, ensure_ascii=False) + "\n")
@@ -442,7 +478,7 @@ def run_answers(a, argv, variants, models, cached) -> int:
                   flush=True)
         recs[name] = rs
         pipe.library.close()
-    t = answer_table(recs)
+    t = answer_table(recs) + "\n\n" + support_weight_table(recs)
     print(t)
     if a.out:
         head = (f"# bench.rulebooks --answer — {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "

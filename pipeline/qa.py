@@ -46,7 +46,12 @@ class Pipeline:
         return retrieved, reranked, {"retrieve": t1 - t0, "rerank": t2 - t1}
 
     def evidence(self, reranked: list[Candidate], k: int) -> list[Candidate]:
-        return answering.select_evidence(reranked, k, self.settings.neighbours, self.library.chunks)
+        """The passages the answer model reads: from different pages when the top one's document is long
+        (``distinct_pages``, documents of ``page_min_pages`` pages or more, as page choice)."""
+        s = self.settings
+        info = self.library.find(reranked[0].chunk.doc_hash) if s.distinct_pages and reranked else None
+        distinct = info is not None and info.n_pages >= s.page_min_pages
+        return answering.select_evidence(reranked, k, s.neighbours, self.library.chunks, distinct)
 
     def ask(self, q: Question) -> Answer:
         if self.library.n_chunks() == 0:

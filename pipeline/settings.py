@@ -100,13 +100,16 @@ class Settings(BaseSettings):
     answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
     top_k_answer: int = 2
     neighbours: bool = False
+    # the passages read come from different pages when the top one's document has page_min_pages pages or more
+    # (its short chunks: two of one page would fill both places; answer.select_evidence)
+    distinct_pages: bool = False
 
     # ---- page choice inside the top document (pipeline/search/pages.py) ----
     # its candidates among the first page_pool re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best
     # option); w = 0 turns it off (0.7 in the cpu profile, measured there; other profiles' rerankers were not)
     page_rescore_weight: float = 0.0
     page_pool: int = 20
-    page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-15 pages)
+    page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-26 pages)
     page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
     page_expand: int = 0  # also re-score this many of the top document's passages outside the pool (best joint BM25)
 
@@ -256,7 +259,7 @@ _SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # pipeline.backends.vllm_model
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 # the cpu profile's chunks, retrieval and page choice (bench/rulebooks.md), shared by the profiles that use e5
 _CPU_SEARCH = dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.5, long_chunk_tokens=192,
-                   long_prefix_tokens=64, page_expand=10)
+                   long_prefix_tokens=64, page_expand=10, distinct_pages=True)
 
 PROFILES: dict[str, dict[str, Any]] = {
     # bench/longdocs.md; temperatures fitted by the Brier score on all 170 questions (held-out ECE in

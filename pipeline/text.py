@@ -31,10 +31,21 @@ def words(text: str) -> list[str]:
     return [w for w in _WORD.findall(_APOS.sub("", text.lower())) if w not in STOP and w != "_"]
 
 
+TERM_CHARS = 6  # a content term is its lemma's first characters (see content_terms)
+
+
+def term_key(word: str) -> str:
+    """A word's content term: its Ukrainian lemma cut to ``TERM_CHARS`` characters. The lemmatiser guesses the
+    lemma of a word it does not know (a medicine's or a sport's name) from its ending, differently for each case
+    ("Фервекс" → фервекс, "Фервексу" → фервексу; "ретаболілу" → ретаболілий): cut to six characters they meet,
+    as do a verb and its noun ("взаємодіяти", "взаємодія")."""
+    return _lemma(word)[:TERM_CHARS]
+
+
 def content_terms(text: str) -> set[str]:
-    """Content terms as Ukrainian lemmas (so "година" meets "години"), without numbers and words under 3
-    characters: what the lexical index's document-frequency statistics count."""
-    return {w for w in normalize(text, "lemma") if len(w) >= 3 and not w.isdigit()}
+    """Content terms (:func:`term_key`) of a text, without numbers and words under 3 characters: what the
+    lexical index's document-frequency statistics count."""
+    return {k for k in (term_key(w) for w in words(text)) if len(k) >= 3 and not k.isdigit()}
 
 
 def normalize(text: str, mode: str = "lemma") -> list[str]:

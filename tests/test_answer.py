@@ -1,7 +1,7 @@
 """The option-order check (pipeline.answering.answer.order_check), with the real shipped model."""
 import numpy as np
 
-from pipeline.answering.answer import option_orders, order_check, score_once, score_options
+from pipeline.answering.answer import option_orders, order_check, score_once, score_options, select_evidence
 from pipeline.settings import load_settings
 from pipeline.types import LETTERS, Candidate, Chunk, Question
 
@@ -12,6 +12,21 @@ Q = Question("1", "Якого кольору дах ратуші в місті �
 
 def cand(body):
     return Candidate(Chunk("d:1", "d", "d.pdf", 1, "Розділ", body, "Інструкція", [(1, 0, len(body))]), {}, 1)
+
+
+def test_distinct_pages_give_the_second_place_to_another_page():
+    def on(i, doc, *pages):
+        return Candidate(Chunk(f"{doc}:{i}", doc, f"{doc}.pdf", i, "", "текст", "", [(p, 0, 5) for p in pages]), {}, i)
+
+    ranked = [on(1, "a", 5, 6), on(2, "a", 6), on(3, "b", 6), on(4, "a", 7)]
+    no_chunks = lambda ids: []  # noqa: E731
+    assert [c.chunk.index for c in select_evidence(ranked, 2, False, no_chunks)] == [1, 2]
+    # page 6 of "a" is already read; page 6 of another document is not
+    assert [c.chunk.chunk_id for c in select_evidence(ranked, 2, False, no_chunks, True)] == ["a:1", "b:3"]
+    assert [c.chunk.chunk_id for c in select_evidence(ranked, 3, False, no_chunks, True)] == ["a:1", "b:3", "a:4"]
+    # fewer pages than places: the places are still filled, best first
+    same = [on(1, "a", 2), on(2, "a", 2), on(3, "a", 2)]
+    assert [c.chunk.index for c in select_evidence(same, 2, False, no_chunks, True)] == [1, 2]
 
 
 def test_orders_are_cyclic_shifts_of_the_given_options_with_blanks_last():

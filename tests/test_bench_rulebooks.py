@@ -4,24 +4,35 @@ from __future__ import annotations
 import numpy as np
 
 from bench.rulebooks import (NOT_RETRIEVED, PAGE_OUT, READ, RERANK_LOW, CachedEmbedder, Diagnosis, summary,
-                             where_lost)
+                             support_weight_table, where_lost)
 
 
 def test_where_lost_names_the_stage():
-    assert where_lost(None, None, None, 2) == NOT_RETRIEVED
-    assert where_lost(1, 5, 7, 2) == RERANK_LOW
-    assert where_lost(4, 2, 3, 2) == PAGE_OUT  # read after reranking, pushed out by page choice
-    assert where_lost(9, 6, 2, 2) == READ  # page choice brought it in
-    assert where_lost(None, None, 1, 2) == READ  # page choice found it outside the pool (page_expand)
+    assert where_lost(None, None, False, 2) == NOT_RETRIEVED
+    assert where_lost(1, 5, False, 2) == RERANK_LOW
+    assert where_lost(4, 2, False, 2) == PAGE_OUT  # read after reranking, pushed out by page choice
+    assert where_lost(9, 6, True, 2) == READ  # page choice brought it in
+    assert where_lost(None, None, True, 2) == READ  # page choice found it outside the pool (page_expand)
 
 
 def test_summary_shares_add_up():
-    rows = [Diagnosis(str(i), "d.pdf", r, rr, f, where_lost(r, rr, f, 2), True, 1, ok, 1.0 if ok else 0.5, [])
+    rows = [Diagnosis(str(i), "d.pdf", r, rr, f, where_lost(r, rr, f is not None and f <= 2, 2), True, 1, ok,
+                      1.0 if ok else 0.5, [])
             for i, (r, rr, f, ok) in enumerate([(1, 1, 1, True), (None, None, None, False), (3, 4, 4, False),
                                                 (2, 1, 3, False)])]
     m = summary(rows)
     assert (m[READ], m[NOT_RETRIEVED], m[RERANK_LOW], m[PAGE_OUT]) == (0.25, 0.25, 0.25, 0.25)
     assert m["page@1"] == 0.25 and m["page_proximity"] == 0.625
+
+
+def test_support_weights_are_read_off_the_recorded_values_and_chosen_without_the_held_out_document():
+    # "a" questions: the model's value alone is right; "b" questions: only with the options' support added
+    alone = {"doc": "a.pdf", "gold": "A", "listed_value": [-1.0, -1.2, -9, -9, -9, -9], "listed_support": [0, 1, 0, 0, 0, 0]}
+    needs = {"doc": "b.pdf", "gold": "B", "listed_value": [-1.0, -1.2, -9, -9, -9, -9], "listed_support": [0, 1, 0, 0, 0, 0]}
+    row = support_weight_table({"s": [alone, alone, needs]}, weights=(0.0, 1.0)).splitlines()[-1]
+    # weight 0: both "a" right; weight 1: the "b" one right; held out, "a" is judged by the weight "b" chose and
+    # the other way round: nothing right
+    assert row == "| s | 3 | 0.667 | 0.333 | 0.000 |", row
 
 
 class _Counting:

@@ -54,3 +54,24 @@ def test_not_in_documents_flag(pipe):
     assert flags["absent"]["not_in_documents"] is True, flags
     assert flags["warranty"]["not_in_documents"] is False, flags
     assert flags["absent"]["not_in_documents_score"] > flags["warranty"]["not_in_documents_score"]
+
+
+def test_the_passages_read_come_from_different_pages_only_when_the_top_document_is_long():
+    """``Pipeline.evidence``: ``distinct_pages`` applies where the top passage's document has ``page_min_pages``
+    pages or more (a long document's short chunks); a leaflet's two best chunks of one page are both read."""
+    from types import SimpleNamespace
+
+    from pipeline.types import Candidate, Chunk
+
+    def on(i, doc, page):
+        return Candidate(Chunk(f"{doc}:{i}", doc, f"{doc}.pdf", i, "", "текст", "", [(page, 0, 5)]), {}, i)
+
+    pages = {"long": 120, "short": 12}
+    lib = SimpleNamespace(find=lambda h: SimpleNamespace(n_pages=pages[h]), chunks=lambda ids: [])
+    for doc, want in (("long", ["long:1", "long:3"]), ("short", ["short:1", "short:2"])):
+        ranked = [on(1, doc, 7), on(2, doc, 7), on(3, doc, 9)]
+        fake = SimpleNamespace(settings=load_settings(), library=lib)
+        assert [c.chunk.chunk_id for c in Pipeline.evidence(fake, ranked, 2)] == want, doc
+    off = SimpleNamespace(settings=load_settings(distinct_pages=False), library=lib)
+    same_page = [on(1, "long", 7), on(2, "long", 7)]
+    assert [c.chunk.chunk_id for c in Pipeline.evidence(off, same_page, 2)] == ["long:1", "long:2"]

@@ -42,18 +42,36 @@ def page_with_words(c: Candidate, text: str) -> int:
 
 
 def select_evidence(reranked: list[Candidate], k: int, neighbours: bool,
-                    chunks: Callable[[list[str]], list[Chunk]]) -> list[Candidate]:
-    """The top ``k`` candidates, each followed by its next chunk in the document when ``neighbours``."""
-    top = reranked[:k]
+                    chunks: Callable[[list[str]], list[Chunk]], distinct_pages: bool = False) -> list[Candidate]:
+    """The top ``k`` candidates, each followed by its next chunk in the document when ``neighbours``.
+
+    ``distinct_pages``: a candidate whose pages all lie on pages already taken is passed over for the next one,
+    so that two short chunks of one page do not fill both places (the page is read once; the other place goes
+    to the best passage of another page). The top candidate is always first."""
+    top = _distinct(reranked, k) if distinct_pages else reranked[:k]
     if not neighbours:
         return top
     out: list[Candidate] = []
     for c in top:
         out.append(c)
         nxt = chunks([chunk_id(c.chunk.doc_hash, c.chunk.index + 1)])
-        if nxt and all(x.chunk.chunk_id != nxt[0].chunk_id for x in reranked[:k]):
+        if nxt and all(x.chunk.chunk_id != nxt[0].chunk_id for x in top):
             out.append(Candidate(nxt[0], {"neighbour_of": c.rank}, c.rank))
     return out
+
+
+def _distinct(reranked: list[Candidate], k: int) -> list[Candidate]:
+    taken: list[Candidate] = []
+    seen: set[tuple[str, int]] = set()
+    for c in reranked:
+        pages = {(c.chunk.doc_name, p) for p in c.chunk.pages}
+        if taken and pages <= seen:
+            continue
+        taken.append(c)
+        seen |= pages
+        if len(taken) == k:
+            return taken
+    return taken + [c for c in reranked if c not in taken][: k - len(taken)]  # fewer pages than places
 
 
 def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:

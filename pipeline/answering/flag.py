@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..text import content_terms
+from ..text import content_terms, term_key, words
 from ..types import Candidate, Question
 from .calibration import load_weights
 
@@ -30,10 +30,13 @@ DENSE_EMBEDDER = "e5"  # the embedder whose scores the dense model was fitted on
 DENSE_BASIS, LEXICAL_BASIS = "dense+lexical", "lexical"
 
 
+_QUESTION_TERMS = {w[:6] for w in QUESTION_WORDS} | {term_key(w) for w in QUESTION_WORDS}
+
+
 def _terms(text: str) -> set[str]:
-    """Content terms as Ukrainian lemmas (so "година" in a question meets "години" in a page), without
-    numbers and interrogatives."""
-    return content_terms(text) - QUESTION_WORDS
+    """Content terms (lemmas cut to six characters: "година" in a question meets "години" in a page, "Фервексу"
+    meets "Фервекс"), without numbers and interrogatives."""
+    return content_terms(text) - _QUESTION_TERMS
 
 
 def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate]) -> dict:
@@ -63,7 +66,8 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else None,
         "dense_ev": float(top) if isinstance(top, float) else None,
-        "absent_words": sorted(t for t in qt if df.get(t, 0) == 0),  # for the reader, not a feature
+        "absent_words": sorted({w for w in words(q.text) if df.get(term_key(w), 1) == 0 and term_key(w) in qt}),
+        # ^ the question's own words whose term no document holds: for the reader, not a feature
     }
 
 
