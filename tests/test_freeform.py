@@ -182,9 +182,9 @@ def test_a_question_about_a_document_that_is_not_there_is_not_found_without_read
     a = pipe.ask_free("Скільки коштує вхідний квиток до художнього музею для студентів?")
     assert a.abstained and a.text == "" and a.details["not_in_documents"] is True, a.details
     assert a.details["tries"] == [] and "answer" not in a.timings  # the model was not asked
-    # every word of the question that no document holds is named (in the same order, whatever the hash seed)
+    # every word of the question that no document holds is named, as the question writes it
     assert "the library seems not to hold it" in a.reasons[0] and a.closest
-    assert all(f"«{w}»" in a.reasons[0] for w in ("вхідний", "квиток", "музей", "студент", "художній")), a.reasons
+    assert all(f"«{w}»" in a.reasons[0] for w in ("вхідний", "квиток", "музею", "студентів", "художнього")), a.reasons
 
 
 def test_a_forced_answer_says_so_in_the_app():

@@ -66,7 +66,7 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else None,
         "dense_ev": float(top) if isinstance(top, float) else None,
-        "absent_words": sorted({w for w in words(q.text) if df.get(term_key(w), 1) == 0 and term_key(w) in qt}),
+        "absent_words": sorted({w for w in words(q.text) if term_key(w) in qt and df.get(term_key(w), 0) == 0}),
         # ^ the question's own words whose term no document holds: for the reader, not a feature
     }
 
