@@ -46,7 +46,7 @@ from bench.answer_quality import halves, ordered
 from pipeline.answering import flag as flagmod
 from pipeline.evaluation.questions import read_questions
 from pipeline.qa import Pipeline
-from pipeline.settings import load_settings
+from pipeline.settings import CPU_SEARCH, load_settings
 from pipeline.types import Question
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,16 +232,10 @@ def settings_for(a, family: str, embed_url: str | None):
     # the remote profile's code path with e5 weights behind the server: e5's chunking (its index), its tokenizer,
     # the CPU profile's option reranker (no /rerank server runs here) — retrieval only
     cpu = load_settings("cpu")
-    same = {k: getattr(cpu, k) for k in CPU_SEARCH}
+    same = {k: getattr(cpu, k) for k in (*CPU_SEARCH, "query_instruction", "embed_query_prefix", "top_k_answer")}
     return load_settings("remote", embed_hold_file=cpu.embed_hold_file or str(a.data_dir / "hold-embedding"),
                          embed_url=embed_url, embed_model="e5", embed_tokenizer="e5", embed_input_type=True,
                          reranker="options", **same)
-
-
-# the cpu profile's chunking (its index), query, page choice and passages: the remote family reads the same index
-CPU_SEARCH = ("chunk_tokens", "chunk_overlap", "prefix_tokens", "long_doc_pages", "long_chunk_tokens",
-              "long_prefix_tokens", "query_instruction", "embed_query_prefix", "page_rescore_weight", "page_pool",
-              "page_min_pages", "page_expand", "distinct_pages", "top_k_answer")
 
 
 def records(a, name: str, family: str, libs: list[tuple[Path, set[str] | None]], questions: list[Question],

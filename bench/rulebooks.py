@@ -47,7 +47,7 @@ from pipeline.qa import Pipeline
 from pipeline.search.pages import rescore_pages
 from pipeline.search.rerank import rerank
 from pipeline.settings import Settings, load_settings, parse_overrides
-from pipeline.types import Candidate, Question
+from pipeline.types import LETTERS, Candidate, Question
 
 NOT_RETRIEVED = "not in top 20"
 RERANK_LOW = "ranks 3-20 after reranking"
@@ -139,7 +139,6 @@ def answer_all(pipe: Pipeline, q: Question, n_pages: dict[str, int], scorers: li
     import time
 
     from pipeline.answering import answer as answering
-    from pipeline.types import LETTERS
 
     t0 = time.perf_counter()
     d, retrieved, final = stages(pipe, q, n_pages)
@@ -210,7 +209,7 @@ def support_weight_table(recs: dict[str, list[dict]], weights=SUPPORT_WEIGHTS) -
 
         def right(r, w):
             v = np.array(r["listed_value"]) + w * np.array(r["listed_support"])
-            return "ABCDEF"[int(np.argmax(v))] == r["gold"]
+            return LETTERS[int(np.argmax(v))] == r["gold"]
 
         acc = [sum(right(r, w) for r in rs) / len(rs) for w in weights]
         held = 0

@@ -258,7 +258,7 @@ _SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # pipeline.backends.vllm_model
 
 # e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
 # the cpu profile's chunks, retrieval and page choice (bench/rulebooks.md), shared by the profiles that use e5
-_CPU_SEARCH = dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.5, long_chunk_tokens=192,
+CPU_SEARCH = dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.5, long_chunk_tokens=192,
                    long_prefix_tokens=64, page_expand=10, distinct_pages=True)
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -273,7 +273,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # passages read from different pages there (distinct_pages: 0.824 -> 0.838). The scorer, re-decided on both
     # sets end to end (bench/rulebooks.md): listed alone leads listed + support by 3/170 and 2-4/74, inside the
     # noise, and misses the generated one-word fact; kept
-    "cpu": dict(_CPU_SEARCH, option_temperature=0.44, scorer="listed", listed_support_weight=1.0,
+    "cpu": dict(CPU_SEARCH, option_temperature=0.44, scorer="listed", listed_support_weight=1.0,
                 listed_temperature=0.18),
     # interactive: all three engines resident at once; shares 0.85 in all, the rest for the three engines' CUDA
     # contexts (memory arithmetic: docs/deploy.md, pipeline/gpu/plan.py)
@@ -289,7 +289,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # (pipeline.backends.vllm_model), scored by letter as the t4x2 profiles are. Retrieval stays the cpu
     # profile's (e5, options reranker): a 1.5B coder model is no embedder; embedder=vllm / reranker=vllm run it
     # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md)
-    "vllm-cpu": dict(_CPU_SEARCH, answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
+    "vllm-cpu": dict(CPU_SEARCH, answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
                      rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True, vllm_max_num_seqs=4,
                      vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
                      embed_query_prefix="Query: ",
