@@ -41,7 +41,7 @@ from pipeline.evaluation.metric import percentile
 from pipeline.evaluation.scoring import token_f1
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
-from pipeline.answering.freeform import ANSWERABLE_TAIL, Reading, answer_free, free_reader, verify_tail
+from pipeline.answering.freeform import ANSWERABLE_TAIL, Reading, free_reader, verify_tail
 from pipeline.index import Library
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
@@ -246,10 +246,12 @@ def run(a) -> str:
                 pipes[key] = Pipeline(s, root=a.work / f"lib-{lib}", models=models)
             pipe = pipes[key]
             if s.free_prompt not in caches:
-                caches[s.free_prompt] = ReadingCache(a.work / "readings.jsonl", free_reader(pipe), extract=any(
+                reader = free_reader(pipe.models.answerer, pipe.settings)
+                caches[s.free_prompt] = ReadingCache(a.work / "readings.jsonl", reader, extract=any(
                     settings[n].free_mode == "extract" for n, _ in variants))
             cache = caches[s.free_prompt]
-            ans = answer_free(pipe, q, read=cache, flag_model=flag_models(doc) if flag_models else None)
+            ans = pipe.ask(Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page), read=cache,
+                           flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings
             seconds = sum(t.values())  # model seconds as measured when each reading was made
             row = {"variant": name, "qid": q.qid, "pred": ans.text, "gold": q.gold_answer,

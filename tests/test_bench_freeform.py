@@ -30,5 +30,5 @@ def test_table_reports_the_delta_and_the_seconds_of_each_kind():
     base = rows(["", "", "", "", ""], GOLD)
     out = table({"full": base, "better": rows(GOLD[:4] + [""], GOLD)}, "5 questions")
     full_line, better_line = out.splitlines()[-2:]
-    assert "| full | 0.000 | – |" in full_line and full_line.endswith("| 2.5 / 5.0 |")  # p50 answerable / not
+    assert "| full | 0.000 | – |" in full_line and full_line.endswith("| 3.0 / 5.0 |")  # p50 answerable / not (nearest rank: of two, the upper)
     assert "| better | 1.000 | +1.000 (+1.000 … +1.000) |" in better_line

@@ -5,7 +5,8 @@ from pipeline.settings import PROFILES, load_settings, parse_overrides
 
 def test_cpu_is_the_default_profile():
     s = load_settings()
-    assert s.profile == "cpu" and s.chunk_tokens == PROFILES["cpu"]["chunk_tokens"]
+    assert s.profile == "cpu" and PROFILES["cpu"] == {}  # the class defaults are the cpu profile's
+    assert s.chunk_tokens == 320 and s.scorer == "listed" and s.distinct_pages
 
 
 def test_environment_and_overrides_win(monkeypatch):
