@@ -7,7 +7,7 @@ from pipeline.evaluation.scoring import exact_match, norm_answer, token_f1
 from pipeline.answering.freeform import Reading, Switches, candidate_spans, decide, grounding, is_refusal
 from pipeline.search.retrieval import query_text
 from pipeline.settings import load_settings
-from tests.pdfgen import page_of
+from testkit.pdfgen import page_of
 from pipeline.types import Question
 
 
