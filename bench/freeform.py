@@ -250,7 +250,7 @@ def run(a) -> str:
                 caches[s.free_prompt] = ReadingCache(a.work / "readings.jsonl", reader, extract=any(
                     settings[n].free_mode == "extract" for n, _ in variants))
             cache = caches[s.free_prompt]
-            ans = pipe.ask(Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page), read=cache,
+            ans = pipe.ask(q.without_options(), read=cache,
                            flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings
             seconds = sum(t.values())  # model seconds as measured when each reading was made

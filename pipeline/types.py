@@ -82,6 +82,10 @@ class Question:
     gold_doc: str | None = None
     gold_page: int | None = None
 
+    def without_options(self) -> Question:
+        """The same question asked free-form (no options; its gold labels kept)."""
+        return replace(self, options=[])
+
 
 @dataclass(frozen=True)
 class Search:

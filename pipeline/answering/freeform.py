@@ -329,7 +329,7 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     answer (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the
     benchmark)."""
     s = settings
-    q = Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page)
+    q = q.without_options()
     reranked, timings, still = list(found.reranked), dict(found.timings), list(found.lexical_only)
     if not reranked:
         raise ValueError("nothing was retrieved for this question: is the library empty?")

@@ -102,7 +102,7 @@ def evaluate_free(pipe: Asker, questions: list[Question], out: Path | None = Non
     for i, q in enumerate(questions, 1):
         t0 = time.perf_counter()
         try:
-            rec = trace_of(q, pipe.ask(Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page)))
+            rec = trace_of(q, pipe.ask(q.without_options()))
         except Exception as e:  # one failed question never stops the batch
             rec = {"Question_ID": q.qid, "answer": "", "abstained": True, "error": f"{type(e).__name__}: {e}"}
         rec["seconds"] = time.perf_counter() - t0
