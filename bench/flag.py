@@ -59,7 +59,7 @@ LEX_FREE = [n for n in F.FLAG_FREE if n not in flagmod.DENSE]
 # each model's threshold: at most this share of its training questions whose document is present fire (chosen by
 # the cross-validated table: the six-option flag at 0.03 fired on 5.9% of the rulebook questions; the lexical models,
 # which decide while documents are still embedding, only where the words alone rule the document out)
-TARGETS = {"flag": 0.02, "flag_free": 0.03, "flag_lexical": 0.0, "flag_free_lexical": 0.0}
+TARGETS = {"flag": 0.02, "flag_free": 0.025, "flag_lexical": 0.0, "flag_free_lexical": 0.0}
 MODELS = {"flag": F.FLAG, "flag_free": F.FLAG_FREE, "flag_lexical": LEX, "flag_free_lexical": LEX_FREE}
 
 

@@ -42,6 +42,17 @@ def term_key(word: str) -> str:
     return _lemma(word)[:TERM_CHARS]
 
 
+@lru_cache(maxsize=200_000)
+def term_keys(word: str) -> frozenset[str]:
+    """Every content term a word may stand for: :func:`term_key` of each of the lemmatiser's readings. A word
+    form is often read several ways with equal weight and the first reading is not always the common one
+    ("годині" → годині (a plural-only noun) before година; "людині" → людин before людина), so a page's
+    "години" (→ година) meets the question's "годині" only through its other readings."""
+    if word.isdigit() or len(word) < 3:
+        return frozenset({word})
+    return frozenset({term_key(word)} | {p.normal_form[:TERM_CHARS] for p in _morph().parse(word)})
+
+
 def content_terms(text: str) -> set[str]:
     """Content terms (:func:`term_key`) of a text, without numbers and words under 3 characters: what the
     lexical index's document-frequency statistics count."""

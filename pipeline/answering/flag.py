@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..text import content_terms, term_key, words
+from ..text import content_terms, term_key, term_keys, words
 from ..types import Candidate, Question
 from .calibration import load_weights
 
@@ -39,34 +39,47 @@ def _terms(text: str) -> set[str]:
     return content_terms(text) - _QUESTION_TERMS
 
 
+def _readings(text: str) -> dict[str, set[str]]:
+    """Each content term of ``text`` (:func:`_terms`) with every term its word may stand for (:func:`term_keys`):
+    a term counts as held by a page or a library when any of its readings is."""
+    terms, out = _terms(text), {}
+    for w in words(text):
+        k = term_key(w)
+        if k in terms:
+            out.setdefault(k, {k}).update(term_keys(w))
+    return out
+
+
 def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate]) -> dict:
     """Retrieval-only signals that the question's document is in the library (higher = more likely present).
 
     The dense features are None when no candidate has a dense score (a chunk without a vector is not a zero)."""
     df, n = library.doc_freq()
-    qt = _terms(q.text)
+    qr = _readings(q.text)
+    qdf = {t: max(df.get(r, 0) for r in rs) for t, rs in qr.items()}  # a term's documents: its most widely held reading's
     ev = set()
     for c in evidence:
         ev |= _terms(f"{c.chunk.prefix} {c.chunk.heading} {c.chunk.body}")
-    idf = {t: np.log((n + 1) / (df.get(t, 0) + 0.5)) for t in qt}
+    covered = {t for t, rs in qr.items() if rs & ev}
+    idf = {t: np.log((n + 1) / (d + 0.5)) for t, d in qdf.items()}
     tot = sum(idf.values()) or 1.0
-    rare = sorted(qt, key=lambda t: (df.get(t, 0), t))[:3]  # the question's rarest words here (ties: by spelling)
+    rare = sorted(qdf, key=lambda t: (qdf[t], t))[:3]  # the question's rarest words here (ties: by spelling)
     opt_cov = []
     for o in q.options:
-        ot = _terms(o)
-        opt_cov.append(len(ot & ev) / len(ot) if ot else 0.0)
+        orr = _readings(o)
+        opt_cov.append(sum(bool(rs & ev) for rs in orr.values()) / len(orr) if orr else 0.0)
     dense = [c.scores["dense"] for c in reranked if isinstance(c.scores.get("dense"), float)]
     top = reranked[0].scores.get("dense") if reranked else None
     return {
-        "q_cov": len(qt & ev) / len(qt) if qt else 1.0,
-        "q_cov_idf": float(sum(v for t, v in idf.items() if t in ev) / tot),
-        "rare_cov": (sum(t in ev for t in rare) / len(rare)) if rare else 1.0,
-        "rare_absent": (sum(df.get(t, 0) == 0 for t in rare) / len(rare)) if rare else 0.0,
+        "q_cov": len(covered) / len(qr) if qr else 1.0,
+        "q_cov_idf": float(sum(v for t, v in idf.items() if t in covered) / tot),
+        "rare_cov": (sum(t in covered for t in rare) / len(rare)) if rare else 1.0,
+        "rare_absent": (sum(qdf[t] == 0 for t in rare) / len(rare)) if rare else 0.0,
         "opt_cov_max": max(opt_cov) if opt_cov else 0.0,
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else None,
         "dense_ev": float(top) if isinstance(top, float) else None,
-        "absent_words": sorted({w for w in words(q.text) if term_key(w) in qt and df.get(term_key(w), 0) == 0}),
+        "absent_words": sorted({w for w in words(q.text) if qdf.get(term_key(w)) == 0}),
         # ^ the question's own words whose term no document holds: for the reader, not a feature
     }
 
