@@ -410,10 +410,21 @@ def test_doc_label_puts_the_title_first_and_the_file_second():
 def test_progress_html_counts_time_and_escapes():
     from webapp.views import progress_html
 
-    h = progress_html(2, 8, 60.0, "<b>q</b>")
+    h = progress_html(2, 8, 60.0, "<b>q</b>", left=180)
     assert "2 / 8 questions" in h and "1 min 00 s elapsed" in h and "about 3 min 00 s left" in h
     assert "<b>q</b>" not in h and "width:25.0%" in h
     assert "left" not in progress_html(0, 8, 3.0)  # no estimate before the first question
+    assert "left" not in progress_html(2, 8, 60.0, "stopped")  # a stopped run: nothing left to estimate
+
+
+def test_time_left_goes_down_while_a_question_runs():
+    """Issue 33 item 4: 2 of 8 done at 40 s; while question 3 runs the estimate falls (it climbed before)."""
+    from webapp.views import time_left
+
+    assert time_left(0, 8, 30.0, 0.0) is None and time_left(8, 8, 99.0, 99.0) is None
+    at = [time_left(2, 8, t, 40.0) for t in (40.0, 60.0, 80.0, 200.0, 400.0)]
+    assert at[0] == 120.0 and at[1] == 100.0 and at[2] == 100.0  # 6 questions at 20 s, then 5 after the current
+    assert all(x >= y for x, y in zip(at, at[1:])), at  # never climbs while one question runs
 
 
 def test_compare_runs_lists_answer_document_and_page_flips():
