@@ -34,7 +34,7 @@ def reliability_svg(bins: list[dict], m: dict, title: str = "", w: int = 360, h:
     """The reliability diagram of one run (``bins``: ``runs.reliability``; ``m``: its metrics, for the ECE)."""
     if not bins:
         return f'<div class="pdfqa-pic">{_e(title)}: no answered question with a gold answer to draw.</div>'
-    x0, y0, pw, ph = 44, 14, w - 60, h - 64  # plot area
+    x0, y0, pw, ph = 44, 14, w - 60, h - 80  # plot area; below it: ticks, the axis name, the ECE
     X = lambda v: x0 + v * pw  # noqa: E731
     Y = lambda v: y0 + (1 - v) * ph  # noqa: E731
     parts = [f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="#fff" stroke="#999"/>']
@@ -51,11 +51,11 @@ def reliability_svg(bins: list[dict], m: dict, title: str = "", w: int = 360, h:
         parts.append(f'<circle class="bin" cx="{X(b["conf"]):.1f}" cy="{Y(b["acc"]):.1f}" r="{r:.1f}" fill="#f97316" '
                      f'stroke="#7c2d12"><title>shown {b["lo"]:.0%}–{b["hi"]:.0%}: right {b["right"]} of {b["n"]} '
                      f'(mean shown {b["conf"]:.0%})</title></circle>')
-    parts.append(f'<text x="{x0 + pw / 2}" y="{h - 30}" font-size="11" text-anchor="middle">probability shown for '
+    parts.append(f'<text x="{x0 + pw / 2}" y="{y0 + ph + 32}" font-size="11" text-anchor="middle">probability shown for '
                  f'the chosen option</text><text transform="translate(12 {y0 + ph / 2}) rotate(-90)" font-size="11" '
                  f'text-anchor="middle">share right</text>')
     ece = (f"ECE {m['ece']:.3f}; a calibrated answerer: {m['ece_chance']:.3f} by chance" if "ece" in m else "")
-    parts.append(f'<text x="{x0}" y="{h - 10}" font-size="11">{_e(ece)}</text>')
+    parts.append(f'<text x="{x0}" y="{h - 8}" font-size="11">{_e(ece)}</text>')
     return (f'<div class="pdfqa-pic"><b>{_e(title or "Probabilities against answers")}</b><br>'
             f'<svg class="reliability" role="img" width="{w}" height="{h}" viewBox="0 0 {w} {h}">{"".join(parts)}'
             '</svg><div style="font-size:12px">Dots: each bin of answers (size = how many); grey: where a bin lands '
