@@ -33,7 +33,7 @@ SCROLL_TO_ANSWER = "() => { const e = document.getElementById('answer'); if (e) 
 CROP_LABEL = "Evidence, enlarged (strong: the lines that support the answer)"
 PAGE_LABEL = "Evidence page"
 CLOSEST_LABEL = "The closest passage found: not an answer"
-NOT_ANSWER_CHART = "Not an answer: the model's leaning over passages that do not hold it"
+NOT_ANSWER_CHART = "Not an answer: the model's leaning"  # one line above the bars
 CANDIDATES_LABEL = ("Ranked candidates — select a row to see its page. Rank = the final order: by rerank, except "
                     "that in a long document its passages are re-ordered among their own places by page choice (the "
                     "page column). To model = read by the model. Scores: fused = dense and lexical together "
