@@ -57,7 +57,7 @@ def layout(ctx: Context) -> LibraryTab:
     # shares of the width, so long details wrap inside their cell instead of pushing columns off the screen, and
     # every header ("Pages", "Chunks") keeps its word whole at 1280 px
     status = gr.Dataframe(df([], V.STATUS_COLUMNS), label="Indexing", interactive=False, elem_id="ingest-status",
-                          wrap=True, column_widths=["30%", "14%", "56%"])
+                          wrap=True, column_widths=["35%", "13%", "52%"])
     docs = gr.Dataframe(df([], V.DOC_COLUMNS), label="Documents", interactive=False, elem_id="documents",
                         wrap=True, column_widths=["44%", "22%", "8%", "9%", "17%"])
     refresh = gr.Timer(3, active=False)
