@@ -2,7 +2,7 @@
 
     python assets/make_sample.py [--out assets/sample]
 
-The PDFs are built by tests/pdfgen.py (one copy of the layout code). Each
+The PDFs are built by testkit/pdfgen.py (one copy of the layout code). Each
 question names the phrase in the document that proves its answer; the script
 finds the page where that phrase lands in the rendered PDF and writes it as
 Page_Num, so the gold pages always match the files. Output is deterministic.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -23,18 +22,8 @@ COLUMNS = ["Question_ID", "Domain", "N_Pages", "Question", "A", "B", "C", "D", "
            "Correct_Answer", "Doc_ID", "Page_Num"]
 
 
-def _load_pdfgen():
-    path = ROOT / "tests" / "pdfgen.py"
-    loaded = sys.modules.get("pdfgen")
-    if loaded is not None and Path(getattr(loaded, "__file__", "")).resolve() == path:
-        return loaded
-    spec = importlib.util.spec_from_file_location("pdfgen", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pdfgen = _load_pdfgen()
+sys.path.insert(0, str(ROOT))  # run as a script too: the test helpers' package is at the root
+from testkit import pdfgen  # noqa: E402
 
 # --------------------------------------------------------------------------
 # Documents (all content is fictional)

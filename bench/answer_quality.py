@@ -4,7 +4,7 @@
     python -m bench.answer_quality features --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # 2. the same questions asked of a library WITHOUT their gold document (retrieval only, no LLM)
     python -m bench.answer_quality absent --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
-    # 3. grouped cross-validation, the fitted weights (pipeline/answering/weights.json), the table and the diagram
+    # 3. grouped cross-validation, the fitted models (bench/results/fitted/answer.json; python -m fit ships them), the table and the diagram
     python -m bench.answer_quality fit --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
     # or, after 2 alone: refit only the not-in-documents flag (no LLM features needed)
     python -m bench.answer_quality flag --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv
@@ -42,7 +42,7 @@ from pipeline.qa import Pipeline
 from pipeline.types import LETTERS, Question
 from pipeline.settings import load_settings
 
-WEIGHTS = Path(__file__).resolve().parents[1] / "pipeline" / "answering" / "weights.json"
+FITTED = Path(__file__).resolve().parents[1] / "bench" / "results" / "fitted"  # python -m fit ships them
 
 
 def ordered(questions):
@@ -56,7 +56,7 @@ def _cands(cands, n=8):
 
 def retrieval_record(pipe: Pipeline, q) -> tuple[dict, list, list]:
     t = time.perf_counter()
-    retrieved, reranked, timings = pipe.retrieve(q)
+    reranked = list(pipe.search(q).reranked)
     evidence = pipe.evidence(reranked, pipe.settings.top_k_answer)
     top = reranked[0]
     rec = {"qid": q.qid, "gold": {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page},
@@ -213,13 +213,15 @@ def cmd_flag(args) -> None:
     recs = [json.loads(x) for x in (args.data_dir / absent_file(args)).read_text(encoding="utf-8").splitlines() if x]
     flag = F.flag_eval([r for r in recs if r["library"] == "full"], [r for r in recs if r["library"] != "full"],
                        F.FLAG_FREE if args.free else F.FLAG)
-    weights = json.loads(args.weights.read_text(encoding="utf-8"))
-    weights["flag_free" if args.free else "flag"] = flag["final"]
-    args.weights.write_text(json.dumps(weights, indent=1) + "\n", encoding="utf-8")
+    from fit import write_fitted
+
+    key = "flag_free" if args.free else "flag"
+    args.weights = write_fitted(key, {key: flag["final"]}, f"{args.questions} ({len(recs)} retrieval records)",
+                                f"python -m bench.answer_quality {args.argv}")
     print(f"{'flag_free' if args.free else 'flag'}: {flag['n_present']} present + {flag['n_absent']} absent questions; held-out ROC AUC "
           f"{flag['auc']:.3f}; fires on {flag['rate_present']:.3f} present / {flag['rate_absent']:.3f} absent; "
           "single features: " + ", ".join(f"{k} {v:.3f}" for k, v in flag["single"].items()))
-    print(f"wrote {args.weights} ({'flag_free' if args.free else 'flag'} only)")
+    print(f"wrote {args.weights} ({key} only; ship it: python -m fit {args.weights})")
 
 
 def cmd_fit(args) -> None:
@@ -249,7 +251,8 @@ def main(argv=None) -> None:
     ap.add_argument("--png", type=Path, default=None, help="runs: a reliability diagram of the runs, held-out")
     ap.add_argument("--free", action="store_true",
                     help="absent/flag: the questions without their options (the free-form flag, flag_free)")
-    ap.add_argument("--weights", type=Path, default=WEIGHTS, help="fit: where the fitted weights go")
+    ap.add_argument("--weights", type=Path, default=FITTED / "answer.json",
+                    help="fit: where the fitted models go (python -m fit ships them)")
     ap.add_argument("--out", type=Path, default=Path("bench/answer_quality.md"))
     ap.add_argument("--run", action="append", default=[],
                     help="runs: a pipeline.evaluate --out folder (repeat; the first is the baseline)")

@@ -11,7 +11,7 @@ import numpy as np
 
 from pipeline.answering import calibration as cb
 from pipeline.evaluation import scoring
-from pipeline.evaluation.metric import page_proximity
+from pipeline.evaluation.metric import competition_score, page_proximity
 from pipeline.evaluation.questions import read_questions
 from pipeline.types import LETTERS
 
@@ -88,7 +88,7 @@ class Data:
             rows.append((p == LETTERS.index(q.gold_answer), r["doc"] == q.gold_doc,
                          page_proximity(r["doc"], page, q.gold_doc, q.gold_page, self.n_pages.get(q.gold_doc, 0))))
         a = np.array(rows, dtype=float).mean(axis=0)
-        return {"acc": a[0], "doc": a[1], "page": a[2], "score": 0.5 * a[0] + 0.25 * a[1] + 0.25 * a[2]}
+        return {"acc": a[0], "doc": a[1], "page": a[2], "score": competition_score(*a)}
 
 
 def cv_predict(d: Data, names: list[str], seed: int, fit_weights: bool = True):
@@ -299,11 +299,11 @@ def run(args) -> None:
         flag = flag_eval([r for r in both if r["library"] == "full"], [r for r in both if r["library"] != "full"])
     out = {"features": feats, "mean": list(map(float, model["mean"])), "scale": list(map(float, model["scale"])),
            "weights": list(map(float, model["weights"])), "temperature": model["temperature"],
-           "letter_prior": model["letter_prior"], "shifts": [0],
-           "flag": flag["final"] if flag else None,
-           "fitted_on": f"{n} questions of ../shared/unlp, {args.date}",
-           "refit": "python -m bench.answer_quality fit --pdfs ../shared/unlp/pdfs --questions ../shared/unlp/questions.csv"}
-    args.weights.write_text(json.dumps(out, indent=1) + "\n")
+           "letter_prior": model["letter_prior"], "shifts": [0], **({"flag": flag["final"]} if flag else {})}
+    args.weights.parent.mkdir(parents=True, exist_ok=True)
+    args.weights.write_text(json.dumps({"models": out, "data": f"{n} questions of {args.questions}",
+                                        "command": f"python -m bench.answer_quality {args.argv}",
+                                        "date": str(args.date)}, indent=1) + "\n")  # python -m fit ships it
     # the diagram: today's option scorer (T = 0.2), its CV temperature, and the default
     curves = {"option, T=0.2 (today)": (P02.max(axis=1), (pred02 == d.y).astype(float))}
     for k in ["option"] + ([default] if default else []):

@@ -1,7 +1,8 @@
 """The not-in-documents flag, measured (and refitted) on three kinds of document and two profile families.
 
     python -m bench.flag                 # index (once), retrieve, fit cross-validated by document, measure
-    python -m bench.flag --write-weights # the same, and the refitted models go to pipeline/answering/weights.json
+    python -m bench.flag --write-weights # the same, and the refitted models go to bench/results/fitted/flag.json
+    python -m fit bench/results/fitted/flag.json   # then: into the shipped weights (pipeline/answering/weights.json)
 
 Sets (each asked of its full library, and of the half of the library without each question's document —
 the documents split in halves by a hash of their name, as ``bench.answer_quality absent`` does):
@@ -50,7 +51,6 @@ from pipeline.settings import CPU_SEARCH, load_settings
 from pipeline.types import Question
 
 ROOT = Path(__file__).resolve().parents[1]
-WEIGHTS = ROOT / "pipeline" / "answering" / "weights.json"
 SETS = ("leaflets", "rulebooks", "generated")
 FIT_SETS = ("leaflets", "rulebooks")
 FAMILIES = ("e5", "remote", "lexical-only")
@@ -212,8 +212,9 @@ def half_libraries(a, name: str, full: Path, models) -> list[tuple[Path, set[str
 
 # ---- retrieval records ---------------------------------------------------------------------------------
 def record(pipe: Pipeline, q: Question, library: str, still: list[str] | None = None) -> dict:
-    """The flag's features for one question (as ``Pipeline.answer`` computes them) and the fused-z rule's input."""
-    retrieved, reranked, _ = pipe.retrieve(q)
+    """The flag's features for one question (as ``Pipeline.ask`` computes them) and the fused-z rule's input."""
+    found = pipe.search(q)
+    reranked = list(found.reranked)
     evidence = pipe.evidence(reranked, pipe.settings.top_k_answer)
     feats = flagmod.flag_features(pipe.library, q, reranked, evidence)
     feats.pop("absent_words")
@@ -221,7 +222,7 @@ def record(pipe: Pipeline, q: Question, library: str, still: list[str] | None = 
              if all(isinstance(c.scores.get(k), float) for k in ("fused", "dense", "lexical"))]
     return {"qid": q.qid, "free": not q.options, "library": library, "gold": {"doc": q.gold_doc},
             "top_doc": reranked[0].chunk.doc_name, "flag": feats, "fused_max": max(fused) if fused else None,
-            "lexical_only_docs": pipe.lexical_only(retrieved, still)}
+            "lexical_only_docs": sorted(set(found.lexical_only) | set(still or []))}
 
 
 def settings_for(a, family: str, embed_url: str | None):
@@ -417,7 +418,8 @@ def main(argv=None) -> int:
                     help="the families other than e5: every K-th question (in the order of a hash of its ID)")
     ap.add_argument("--again", action="store_true", help="retrieve again (else the records on disk are reused)")
     ap.add_argument("--records-only", action="store_true", help="build the libraries and records, fit nothing")
-    ap.add_argument("--write-weights", action="store_true", help="write the refitted models into weights.json")
+    ap.add_argument("--write-weights", action="store_true",
+                    help="write the refitted models to bench/results/fitted/flag.json (python -m fit ships them)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "flag.json")
     ap.add_argument("--md", type=Path, default=ROOT / "bench" / "flag.md")
     a = ap.parse_args(argv)
@@ -457,10 +459,12 @@ def main(argv=None) -> int:
     rows, final = measure(a, recs)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    fitted = None
     if a.write_weights:
-        w = json.loads(WEIGHTS.read_text(encoding="utf-8"))
-        w.update(final)
-        WEIGHTS.write_text(json.dumps(w, indent=1) + "\n", encoding="utf-8")
+        from fit import write_fitted
+
+        fitted = write_fitted("flag", final, f"{' + '.join(FIT_SETS)} (bench.flag sets)",
+                              "python -m bench.flag " + " ".join(sys.argv[1:] if argv is None else argv))
     stamp = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; command: python -m bench.flag "
              + " ".join(sys.argv[1:] if argv is None else argv))
@@ -470,7 +474,7 @@ def main(argv=None) -> int:
     marker = "<!-- bench.flag table -->"
     top = md.split(marker)[0].rstrip() + "\n\n"
     a.md.write_text(f"{top}{marker}\n{text}", encoding="utf-8")
-    print(f"wrote {a.out} and {a.md}" + (f" and {WEIGHTS}" if a.write_weights else ""))
+    print(f"wrote {a.out} and {a.md}" + (f" and {fitted} (ship it: python -m fit {fitted})" if fitted else ""))
     return 0
 
 

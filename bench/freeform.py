@@ -30,7 +30,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
@@ -38,6 +37,7 @@ import numpy as np
 
 from pipeline.backends.registry import Models
 from pipeline.evaluation.free import free_metrics, read_free_questions
+from pipeline.evaluation.metric import percentile
 from pipeline.evaluation.scoring import token_f1
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
@@ -204,7 +204,7 @@ def table(results: dict[str, list[dict]], head: str) -> str:
     base = next(iter(results.values()), [])
 
     def p50(rows: list[dict]) -> str:
-        return f"{statistics.median(r['seconds'] for r in rows):.1f}" if rows else "–"
+        return f"{percentile([r['seconds'] for r in rows], 0.5):.1f}" if rows else "–"
 
     for i, (name, rows) in enumerate(results.items()):
         m = free_metrics(rows)

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
+from testkit import pdfgen  # the test helpers' PDF generator (PyMuPDF only)
 
 WORDS = ["бурштин", "гранат", "сапфір", "смарагд", "топаз", "аметист", "опал", "рубін", "нефрит", "перламутр",
          "малахіт", "яшма", "агат", "берил", "коралл", "турмалін"]

@@ -26,7 +26,7 @@ from typing import Callable
 
 import pymupdf
 
-from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
+from testkit import pdfgen  # the test helpers' PDF generator (PyMuPDF only)
 
 COLUMNS = ["Question_ID", "Question", "A", "B", "C", "D", "E", "F", "Correct_Answer", "Doc_ID", "Page_Num"]
 LETTERS = "ABCDEF"

@@ -26,7 +26,7 @@ from pipeline.errors import IngestError, QuestionsError
 from pipeline.evaluation.questions import GOLD, REQUIRED, read_questions
 from pipeline.documents.ingest import parse_pdf
 from pipeline.settings import load_settings
-from tests.browser.docs import pdfgen  # the test suite's PDF generator (PyMuPDF only)
+from testkit import pdfgen  # the test helpers' PDF generator (PyMuPDF only)
 
 
 def timed(fn, repeat: int = 1) -> float:

@@ -40,7 +40,7 @@ from pipeline.answering.answer import evidence_page
 from pipeline.backends.base import Embedder
 from pipeline.backends.registry import Models
 from pipeline.documents.ingest import list_pdfs
-from pipeline.evaluation.metric import gold_rank, page_proximity
+from pipeline.evaluation.metric import competition_score, gold_rank, page_proximity, percentile
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import index_folder
 from pipeline.qa import Pipeline
@@ -107,7 +107,7 @@ def stages(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> tuple[Diagno
     """:func:`diagnose`'s record, with the candidates after retrieval and after page choice."""
     s = pipe.settings
     cands = pipe.retriever.search(q)
-    retrieved = [Candidate(c.chunk, dict(c.scores), c.rank) for c in cands]
+    retrieved = cands  # immutable: reranking makes new candidates
     r_retrieval = gold_rank(cands, q)
     reranked = rerank(pipe.reranker, q, cands)
     r_rerank = gold_rank(reranked, q)
@@ -134,24 +134,26 @@ SCORERS = {"listed+support (cpu default)": {"scorer": "listed", "listed_support_
 
 
 def answer_all(pipe: Pipeline, q: Question, n_pages: dict[str, int], scorers: list[str] | None = None) -> dict:
-    """One question end to end (``pipeline.answering.answer.answer``, the batch run's own call) under each of
-    ``SCORERS``, on the same passages; the model reads the shared prompt once (its prefix cache)."""
+    """One question end to end (``Pipeline.ask`` from the same search results) under each of ``SCORERS``, on the
+    same passages; the model reads the shared prompt once (its prefix cache)."""
     import time
 
     from pipeline.answering import answer as answering
+    from pipeline.types import Search
 
     t0 = time.perf_counter()
     d, retrieved, final = stages(pipe, q, n_pages)
     t_retrieve = time.perf_counter() - t0
     rec = {"qid": q.qid, "doc": q.gold_doc, "gold": q.gold_answer, "stage": d.stage, "scorers": {}}
     ans = pipe.models.answerer
+    found = Search(q, tuple(retrieved), tuple(final), {}, ())
     with ans.exclusive():
         for name, over in SCORERS.items():
             if scorers and name.split()[0] not in scorers:
                 continue
             s = pipe.settings.model_copy(update=over)
             t = time.perf_counter()
-            a = answering.answer(q, retrieved, final, {}, ans, s, pipe.evidence)
+            a = Pipeline(s, models=pipe.models, library=pipe.library).ask(q, found=found)
             first = not rec["scorers"]  # the others find the passages already read (prefix cache)
             rec["scorers"][name] = _scored(a.letter, a.doc_name, a.page, q, n_pages,
                                           time.perf_counter() - t + t_retrieve if first else None,
@@ -187,8 +189,8 @@ def answer_table(recs: dict[str, list[dict]]) -> str:
             doc = sum(x["doc_right"] for x in xs) / n
             prox = sum(x["proximity"] for x in xs) / n
             secs = [x["seconds"] for x in xs if x["seconds"] is not None]
-            p50 = f"{statistics.median(secs):.1f}" if secs else "(same call)"
-            lines.append(f"| {name} | {sc} | {n} | {acc:.3f} | {0.5 * acc + 0.25 * doc + 0.25 * prox:.3f} | {doc:.3f} | "
+            p50 = f"{percentile(secs, 0.5):.1f}" if secs else "(same call)"
+            lines.append(f"| {name} | {sc} | {n} | {acc:.3f} | {competition_score(acc, doc, prox):.3f} | {doc:.3f} | "
                          f"{prox:.3f} | {sum(x['page_right'] for x in xs) / n:.3f} | {p50} | "
                          f"{statistics.mean(x['prompt_tokens'] for x in xs):.0f} |")
     return "\n".join(lines)

@@ -66,14 +66,14 @@ class Settings(BaseSettings):
     repeated_line_share: float = Field(0.6, description="a line on this share of pages is a running header/footer")
     running_edge_lines: int = Field(0, description="only a page's first/last N lines can be running ones; 0 = any line")
     prefix_tokens: int = 128
-    chunk_tokens: int = 512
+    chunk_tokens: int = 320  # e5 reads at most 512 tokens: prefix + heading path + body must fit
     chunk_overlap: int = 64
     use_prefix: bool = True
     # a document of at least long_doc_pages pages (a rulebook) is cut into bodies of long_chunk_tokens, a numbered
     # clause starting a new chunk (pipeline/documents/chunking.py); 0 = like any other document
     long_doc_pages: int = 30
-    long_chunk_tokens: int = 0
-    long_prefix_tokens: int = 0  # with long_chunk_tokens: a long document's prefix (0 = prefix_tokens)
+    long_chunk_tokens: int = 192
+    long_prefix_tokens: int = 64  # with long_chunk_tokens: a long document's prefix (0 = prefix_tokens)
 
     # ---- retrieval ----
     embedder: Literal["e5", "remote", "vllm"] = "e5"
@@ -102,31 +102,29 @@ class Settings(BaseSettings):
     neighbours: bool = False
     # the passages read come from different pages when the top one's document has page_min_pages pages or more
     # (its short chunks: two of one page would fill both places; answer.select_evidence)
-    distinct_pages: bool = False
+    distinct_pages: bool = True
 
     # ---- page choice inside the top document (pipeline/search/pages.py) ----
     # its candidates among the first page_pool re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best
-    # option); w = 0 turns it off (0.7 in the cpu profile, measured there; other profiles' rerankers were not)
-    page_rescore_weight: float = 0.0
+    # option); w = 0 turns it off
+    page_rescore_weight: float = 0.5
     page_pool: int = 20
     page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-26 pages)
     page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
-    page_expand: int = 0  # also re-score this many of the top document's passages outside the pool (best joint BM25)
+    page_expand: int = 10  # also re-score this many of the top document's passages outside the pool (best joint BM25)
 
     # ---- answering (continued) ----
     # option: each option's likelihood after "Відповідь:"; listed: the same after the six options written out
     # (pipeline.prompts.option_tail); letter: the lettered options' letter; calibrated: pipeline/answering/calibration.py
-    scorer: Literal["letter", "option", "listed", "combined", "calibrated"] = "option"
-    option_temperature: float = 0.2
-    listed_temperature: float = 0.1  # the listed scorer's (its log-likelihoods are closer together)
+    scorer: Literal["letter", "option", "listed", "combined", "calibrated"] = "listed"
+    option_temperature: float = 0.44
+    listed_temperature: float = 0.18  # the listed scorer's (its log-likelihoods are closer together)
     # listed: each option's mean log-probability less this times the same after the question and options without
-    # passages (its wording's worth): 1 makes a one-word answer order-stable but costs accuracy on
-    # ../shared/unlp (bench/answer_quality.md), so 0 (off)
+    # passages (its wording's worth); 0 = off
     listed_prior_weight: float = 0.0
-    # listed: plus this times the share of each option's word stems found in the passages (answer_features.
-    # support_features); 1 answers a one-word fact in every option order and keeps most of the listed gain
-    # (0.735 of the 170 questions of ../shared/unlp, bench/answer_quality.md); the cpu profile's default
-    listed_support_weight: float = 0.0
+    # listed: plus this times the share of each option's word stems found in the passages
+    # (answering.features.support_features, answering.calibration.with_support)
+    listed_support_weight: float = 1.0
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
     llama_extra_buffers: Literal["auto", "on", "off"] = "auto"  # llama.cpp AMX/repacked weights; auto: off on AMX CPUs
@@ -242,8 +240,16 @@ class Settings(BaseSettings):
                 f"-c{self.chunk_tokens}-o{self.chunk_overlap}{long}")
 
 
+# Every profile is data: what it changes from the class defaults, which are the cpu profile's (the measurements
+# behind them: docs/defaults.md).
+# What the GPU/remote profiles keep of the defaults before the cpu profile's search and answer were measured
+# (their rerankers and answer models were not measured with them).
+_UNMEASURED_SEARCH = dict(page_rescore_weight=0.0, long_chunk_tokens=0, long_prefix_tokens=0, page_expand=0,
+                          distinct_pages=False)
+_UNMEASURED_ANSWER = dict(option_temperature=0.2, listed_temperature=0.1, listed_support_weight=0.0)
 # Qwen3 models (embedding, reranker, answerer) share one vocabulary; chunk sizes are counted in it.
 _QWEN3 = dict(
+    _UNMEASURED_SEARCH, **_UNMEASURED_ANSWER,
     chunk_tokens=480, chunk_overlap=64, prefix_tokens=128,
     query_instruction="",  # Qwen3-Embedding takes its instruction through embed_query_prefix
     embed_query_prefix=("Instruct: Given a question and its answer options, retrieve the document passage "
@@ -256,25 +262,13 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 
 _SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # pipeline.backends.vllm_model.SHIPPED: the converted GGUF
 
-# e5 reads at most 512 tokens: prefix (128) + heading path + body must fit.
-# the cpu profile's chunks, retrieval and page choice (bench/rulebooks.md), shared by the profiles that use e5
-CPU_SEARCH = dict(chunk_tokens=320, chunk_overlap=64, prefix_tokens=128, page_rescore_weight=0.5, long_chunk_tokens=192,
-                   long_prefix_tokens=64, page_expand=10, distinct_pages=True)
+# the cpu profile's chunks, retrieval and page choice, shared by the profiles that use e5 (bench.flag's remote family)
+CPU_SEARCH = {k: Settings.model_fields[k].default for k in (
+    "chunk_tokens", "chunk_overlap", "prefix_tokens", "page_rescore_weight", "long_chunk_tokens", "long_prefix_tokens",
+    "page_expand", "distinct_pages")}
 
 PROFILES: dict[str, dict[str, Any]] = {
-    # bench/longdocs.md; temperatures fitted by the Brier score on all 170 questions (held-out ECE in
-    # bench/answer_quality.md). The listed scorer + lexical support answers 0.735 of them (option scorer 0.706;
-    # listed alone 0.753 but it misses an easy generated one-word fact in 4 of 6 option orders)
-    # Long documents (>= 30 pages): 192-token bodies cut at numbered clauses with a 64-token prefix, page choice
-    # w=0.5 over the pool plus the top document's 10 best passages by question+option BM25 (bench/rulebooks.md,
-    # measured on the four real rulebooks of ../shared/unlp-long with the leaflets as distractors: gold page in
-    # the two passages read 0.784 -> 0.824, also held out leave-one-rulebook-out; page@1 0.635 -> 0.743, doc
-    # accuracy 0.973 -> 1.000; the leaflets are unchanged; embedding a long document costs about as before); the two
-    # passages read from different pages there (distinct_pages: 0.824 -> 0.838). The scorer, re-decided on both
-    # sets end to end (bench/rulebooks.md): listed alone leads listed + support by 3/170 and 2-4/74, inside the
-    # noise, and misses the generated one-word fact; kept
-    "cpu": dict(CPU_SEARCH, option_temperature=0.44, scorer="listed", listed_support_weight=1.0,
-                listed_temperature=0.18),
+    "cpu": {},  # the class defaults
     # interactive: all three engines resident at once; shares 0.85 in all, the rest for the three engines' CUDA
     # contexts (memory arithmetic: docs/deploy.md, pipeline/gpu/plan.py)
     "t4x2": dict(_T4X2, embed_model="Qwen/Qwen3-Embedding-0.6B", rerank_model="Qwen/Qwen3-Reranker-0.6B",
@@ -289,7 +283,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     # (pipeline.backends.vllm_model), scored by letter as the t4x2 profiles are. Retrieval stays the cpu
     # profile's (e5, options reranker): a 1.5B coder model is no embedder; embedder=vllm / reranker=vllm run it
     # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md)
-    "vllm-cpu": dict(CPU_SEARCH, answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
+    "vllm-cpu": dict(_UNMEASURED_ANSWER, answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
                      rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True, vllm_max_num_seqs=4,
                      vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
                      embed_query_prefix="Query: ",

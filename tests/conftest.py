@@ -33,12 +33,9 @@ def models(embedder):
 
 @pytest.fixture(scope="session")
 def pdfgen():
-    import importlib.util
+    from testkit import pdfgen
 
-    spec = importlib.util.spec_from_file_location("pdfgen", Path(__file__).parent / "pdfgen.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return pdfgen
 
 
 # A generated manual with known answers: headings, a table, a running footer, four pages.

@@ -552,13 +552,16 @@ def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
 
     settings = load_settings(data_dir=tmp_path)
 
-    class Pipe:  # a question asked fails at retrieval with its own message (no model is needed to tell them apart)
+    class Pipe:  # an Asker whose questions fail with their own message (no model is needed to tell them apart)
         library = type("Lib", (), {"documents": lambda self: []})()
 
         def __init__(self):
             self.settings = settings
 
-        def retrieve(self, q):
+        def search(self, q):
+            raise RuntimeError("asked")
+
+        def ask(self, q, on_stage=None, **kw):
             raise RuntimeError("asked")
 
     ctx = Context(settings, SessionStore(tmp_path, lambda root: Pipe(), closer=lambda p: None), tmp_path)

@@ -121,7 +121,7 @@ def check_consistent(root: Path, embedder) -> dict:
         leftovers = [f.name for f in files.iterdir()] if files.exists() else []
         assert sorted(leftovers) == sorted(f"{h}.pdf" for h in listed), leftovers
         if docs:  # search sees exactly the listed chunks: by BM25 all of them, densely those embedded
-            hits = lib.dense_search(np.asarray(embedder.embed_queries(["огляд пристрою"])[0]), k=100)
+            hits = lib.vectors.search(np.asarray(embedder.embed_queries(["огляд пристрою"])[0]), k=100)
             assert all(h.split(":")[0] in listed for h in hits)
             assert len(hits) == sum(d.n_embedded for d in docs)
             lexical = lib.lexical_scores("огляд пристрою")

@@ -108,3 +108,30 @@ def test_the_rules_see_imports_and_cycles(tmp_path):  # the checker itself
     (tmp_path / "pkg" / "b.py").write_text("from .a import f\n")
     (tmp_path / "pkg" / "c.py").write_text("from . import a\n")
     assert import_cycles(tmp_path / "pkg", tmp_path) == [["pkg.a", "pkg.b"]]
+
+
+def _calls(path: Path) -> list[tuple[str, str, int]]:
+    """(object source, method name, line) of every ``obj.method(...)`` call in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(ast.unparse(n.func.value), n.func.attr, n.lineno) for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+
+
+def test_one_way_to_run_a_question():
+    """Issue 32: ``Pipeline.ask`` is how every caller runs a question; no code outside pipeline/qa.py calls a
+    pipeline's stages (``retrieve``/``answer``) itself, and the answering layer never drives the pipeline."""
+    files = [p for d in ("pipeline", "webapp", "bench", "fit", "tests") for p in modules(d)] + [ROOT / "app.py"]
+    found = [f"{p.relative_to(ROOT)}:{line} {obj}.{name}(" for p in files if p.name != "qa.py"
+             for obj, name, line in _calls(p) if name in ("retrieve", "answer", "ask_free")]
+    assert found == [], found
+    for p in modules("pipeline/answering"):
+        assert not any(obj in ("pipe", "pipeline", "self.pipe") for obj, _, _ in _calls(p)), p
+
+
+def test_the_benchmarks_never_write_the_shipped_weights():
+    """Fitting apart from benchmarking: only ``python -m fit`` writes under pipeline/ (the benchmarks write their
+    fitted models under bench/results/fitted/)."""
+    for p in modules("bench"):
+        text = p.read_text(encoding="utf-8")
+        assert "weights.json" not in text.replace("pipeline/answering/weights.json)", ""), p
+        assert '/ "pipeline"' not in text, p

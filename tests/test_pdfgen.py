@@ -1,18 +1,16 @@
-"""The PDF generators (tests/pdfgen.py) and the bundled sample corpus (assets/sample)."""
+"""The PDF generators (testkit/pdfgen.py) and the bundled sample corpus (assets/sample)."""
 from __future__ import annotations
 
 import csv
 import importlib.util
-import sys
 from pathlib import Path
 
 import pymupdf
 import pytest
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-import pdfgen  # noqa: E402
+from testkit import pdfgen
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pymupdf.TOOLS.mupdf_display_errors(False)
 

@@ -96,8 +96,8 @@ def test_a_document_still_embedding_is_not_said_to_be_missing(tmp_path, models):
     """Issue 26: asked at once after an upload (searchable, no vectors yet) in a one-document library, neither the
     six-option answer nor the free-form one says the answer may not be in the documents; the flag decides on the
     lexical features (a chunk without a vector is not a zero) and says so; the same once the document is indexed.
-    Both ways of asking: ``ask`` and the web app's ``retrieve`` + ``answer``. The browser test's document and
-    question (tests/browser/test_searchable.py)."""
+    ``Pipeline.ask`` as every caller runs it (the web app follows its stages through ``on_stage``). The browser
+    test's document and question (tests/browser/test_searchable.py)."""
     from browser import docs as D
 
     question, options, gold = D.HEATER_Q
@@ -108,12 +108,14 @@ def test_a_document_still_embedding_is_not_said_to_be_missing(tmp_path, models):
         info = pipe.add_pdf(D.heater_pdf(), "vodonagrivach.pdf")
         assert info.state == "searchable"
         for state, basis, still in (("searchable", "lexical", ["vodonagrivach.pdf"]), ("indexed", "dense+lexical", [])):
-            retrieved, reranked, timings = pipe.retrieve(q)
-            for a in (pipe.ask(q), pipe.answer(q, retrieved, reranked, timings)):
-                assert a.details["not_in_documents"] is False, (state, a.details.get("flag_features"))
-                assert a.letter == gold and a.doc_name == "vodonagrivach.pdf", (state, a.letter, a.doc_name)
-                assert a.details["flag_basis"] == basis and a.details["lexical_only_docs"] == still, state
-            fa = pipe.ask_free(question)
+            stages = []
+            a = pipe.ask(q, on_stage=lambda name, result: stages.append((name, result)))
+            assert [n for n, _ in stages] == ["search", "answer"] and stages[1][1] is a
+            assert list(stages[0][1].lexical_only) == still, state  # noted before the search began
+            assert a.details["not_in_documents"] is False, (state, a.details.get("flag_features"))
+            assert a.letter == gold and a.doc_name == "vodonagrivach.pdf", (state, a.letter, a.doc_name)
+            assert a.details["flag_basis"] == basis and a.details["lexical_only_docs"] == still, state
+            fa = pipe.ask(Question("heater-free", question, []))
             assert fa.details["not_in_documents"] is False and fa.details["tries"], (state, fa.reasons)
             assert not fa.abstained and fa.doc_name == "vodonagrivach.pdf", (state, fa.reasons)
             assert fa.details["flag_basis"] == basis and fa.details["lexical_only_docs"] == still, state

@@ -4,7 +4,7 @@ import pytest
 from pipeline.errors import EmptyLibrary
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
-from tests.pdfgen import page_of
+from testkit.pdfgen import page_of
 from pipeline.types import Question
 
 
@@ -49,7 +49,7 @@ def test_not_in_documents_flag(pipe):
                       ["15 км/год", "20 км/год", "25 км/год", "30 км/год", "35 км/год", "40 км/год"])
     flags = {}
     for q in (CASES[0][0], absent):
-        _, reranked, _ = pipe.retrieve(q)
+        reranked = list(pipe.search(q).reranked)
         flags[q.qid] = not_in_documents(pipe.library, q, reranked, pipe.evidence(reranked, 2))
     assert flags["absent"]["not_in_documents"] is True, flags
     assert flags["warranty"]["not_in_documents"] is False, flags

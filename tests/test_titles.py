@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.documents.ingest import parse_pdf
 from pipeline.documents.titles import MAX_CHARS, belongs, shorten, title_of, usable
-from tests import pdfgen
+from testkit import pdfgen
 
 TITLE = "Порядок зберігання архівних документів"
 SECTIONS = [("Загальні положення", "Документи зберігають у сухому приміщенні при температурі до 20 °C."),

@@ -250,13 +250,23 @@ def _evidence_views(ctx: Context, pipe, q: Question, a, top: dict) -> tuple:
     return crop, why
 
 
+def asking(ui: AskTab, pipe, q: Question, reading: str):
+    """``pipe.ask(q)`` in a worker thread: yields the status as each stage ends (``reading``: what the answer
+    stage does, ``{k}`` for the passages it reads), then returns the answer (a failure raises)."""
+    for kind, val in V.stream(lambda report: pipe.ask(q, on_stage=report)):
+        if kind == "error":
+            raise val
+        if kind == "done":
+            return val
+        if val[0] == "search":
+            k = min(pipe.settings.top_k_answer, len(val[1].reranked))
+            yield {ui.status: reading.format(k=V.plural(k, "passage"))}
+
+
 def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, runs_dir=None):
-    """A six-option question: retrieve, score the options, draw the evidence (yielding the status as it goes)."""
+    """A six-option question: search, score the options, draw the evidence (yielding the status as it goes)."""
     yield {ui.status: "Retrieving passages…"}
-    retrieved, reranked, stage_times = pipe.retrieve(q)
-    k = min(ctx.settings.top_k_answer, len(reranked))
-    yield {ui.status: f"Reading {V.plural(k, 'passage')} and scoring {sum(1 for o in q.options if o)} options…"}
-    a = pipe.answer(q, retrieved, reranked, stage_times)
+    a = yield from asking(ui, pipe, q, f"Reading {{k}} and scoring {sum(1 for o in q.options if o)} options…")
     yield {ui.status: "Drawing the evidence…"}
     titles = V.titles_of(pipe.library)
     refs = V.candidate_refs(q, a, titles)
@@ -280,8 +290,8 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
 def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
     """A question without options: a short answer grounded in the passages, or "not found" (then the passage
     shown is labelled the closest one, not the answer's support)."""
-    yield {ui.status: "No options: finding a short answer — retrieving and reading passages…"}
-    fa = pipe.ask_free(q.text)
+    yield {ui.status: "No options: finding a short answer — retrieving passages…"}
+    fa = yield from asking(ui, pipe, q, "No options: finding a short answer — reading {k}…")
     yield {ui.status: "Drawing the evidence…"}
     titles = V.titles_of(pipe.library)
     shown = {c.chunk.chunk_id for c in fa.evidence}

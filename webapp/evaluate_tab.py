@@ -27,6 +27,7 @@ from pipeline.evaluation import metric as M
 from pipeline.evaluation.free import evaluate_free, is_free_form, read_free_questions
 from pipeline.evaluation.questions import read_questions
 from pipeline.evaluation.run import evaluate, seconds_summary
+from pipeline.qa import Asker
 from pipeline.types import LETTERS
 
 from . import pictures as P
@@ -90,21 +91,24 @@ class RunStops:
         return len(self._flags)
 
 
-class _Stoppable:
-    """The pipeline for one run: once ``stop`` is set every question still to come fails at once;
-    ``order_check`` is this run's (the settings' ``order_check``, the rest shared)."""
+class Stoppable:
+    """An :class:`~pipeline.qa.Asker` for one run: once ``stop`` is set, every question still to come fails at
+    once (the one being answered is finished)."""
 
-    def __init__(self, pipe, stop: threading.Event, order_check: int = 0):
-        self._pipe, self._stop = pipe, stop
-        self.settings = pipe.settings.model_copy(update={"order_check": order_check})
+    def __init__(self, pipe: Asker, stop: threading.Event):
+        self.pipe, self.stop, self.settings, self.library = pipe, stop, pipe.settings, pipe.library
 
-    def __getattr__(self, name):
-        return getattr(self._pipe, name)
-
-    def retrieve(self, q):
-        if self._stop.is_set():
+    def _check(self) -> None:
+        if self.stop.is_set():
             raise Stopped("stopped by the user: not asked")
-        return self._pipe.retrieve(q)
+
+    def search(self, q):
+        self._check()
+        return self.pipe.search(q)
+
+    def ask(self, q, on_stage=None, **kw):
+        self._check()
+        return self.pipe.ask(q, on_stage, **kw)
 
 
 @dataclass
@@ -372,9 +376,10 @@ def on_stop(ui: EvaluateTab, token):
 def _work(ctx: Context, pipe, parsed, out: Path, stop: threading.Event, order: bool):
     questions, _, free = parsed
     n_orders = ctx.settings.order_check if ctx.settings.order_check > 1 else ORDER_CHECKS
-    run_pipe = _Stoppable(pipe, stop, order_check=n_orders if order and not free else 0)
-    run = evaluate_free if free else evaluate
-    return lambda report: run(run_pipe, questions, out, progress=report)
+    run_pipe = Stoppable(pipe, stop)
+    if free:
+        return lambda report: evaluate_free(run_pipe, questions, out, progress=report)
+    return lambda report: evaluate(run_pipe, questions, out, progress=report, orders=n_orders if order else 0)
 
 
 @handled("the evaluation run")

@@ -18,7 +18,7 @@ from ..backends.base import Answerer, Scores
 from ..errors import BackendUnavailable
 from ..settings import Settings
 from ..text import normalize
-from ..types import LETTERS, Answer, Candidate, Chunk, Question, chunk_id
+from ..types import LETTERS, Answer, Candidate, Chunk, Question, Search, chunk_id
 
 
 def evidence_page(c: Candidate, q: Question, letter: str | None) -> int:
@@ -100,6 +100,8 @@ def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Sett
     """The options scored once, in their given order; ``calibrated`` combines per-option features
     (pipeline.answering.calibration)."""
     if s.scorer == "listed" and s.listed_support_weight:
+        from .calibration import with_support
+
         return with_support(answerer.score(q, chosen, scorer=s.scorer), q, chosen, s.listed_support_weight,
                             s.listed_temperature)
     if s.scorer != "calibrated":
@@ -109,22 +111,6 @@ def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Sett
     from .calibration import calibrated_scores
 
     return calibrated_scores(answerer, q, chosen)
-
-
-def with_support(sc: Scores, q: Question, chosen: list[Candidate], weight: float, temperature: float) -> Scores:
-    """``sc`` with each option's value (``features["listed_value"]``, the listed scorer's, before its
-    temperature) raised by ``weight`` × the share of its word stems found in the passages (``support_cov`` of
-    :func:`pipeline.answering.features.support_features`), then a softmax at ``temperature``; the coverage goes
-    to the trace."""
-    from .features import support_features
-    from .calibration import option_mask, softmax_masked
-
-    if "listed_value" not in sc.features:
-        raise BackendUnavailable("listed_support_weight needs the listed scorer's values (the llama.cpp answerer)")
-    cov = support_features(None, q, chosen)["support_cov"]
-    v = (np.array(sc.features["listed_value"]) + weight * np.array(cov)) / max(1e-3, temperature)
-    probs = {L: float(x) for L, x in zip(LETTERS, softmax_masked(v, option_mask(q.options)))}
-    return Scores(probs, sc.letter, probs, sc.prompt_tokens, sc.seconds, {**sc.features, "listed_support": cov})
 
 
 def option_orders(q: Question, n: int) -> list[list[int]]:
@@ -149,27 +135,26 @@ def order_check(answerer: Answerer, q: Question, chosen: list[Candidate], s: Set
     return {"orders": rows, "stable": len({r["answer"] for r in rows}) == 1}
 
 
-def answer(q: Question, retrieved: list[Candidate], reranked: list[Candidate], timings: dict[str, float],
-           answerer: Answerer, settings: Settings, evidence: Callable[[list[Candidate], int], list[Candidate]]
-           ) -> Answer:
-    """The answer from the retrieval and reranking stages' candidates (``evidence(reranked, k)`` picks the chunks)."""
+def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: list[Candidate] | None,
+                   answerer: Answerer, settings: Settings) -> Answer:
+    """The answer to a six-option question from what search ``found``: the options scored over the passages
+    ``chosen`` (the evidence), and, when the answer is unsure (below ``retry_below``), again over ``wider``
+    (the surer of the two kept). The document is the top candidate's; the page its evidence page."""
     s = settings
-    chosen = evidence(reranked, s.top_k_answer)
     scores = score_options(answerer, q, chosen, s)
-    timings["answer"] = scores.seconds
+    timings = {**found.timings, "answer": scores.seconds}
     details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
-               "retrieved": retrieved, "retried": False}
+               "retrieved": list(found.retrieved), "retried": False}
     if scores.features:
         details["features"] = scores.features
     probs = scores.probabilities
-    if s.retry_below and max(probs.values()) < s.retry_below and len(reranked) > s.top_k_answer:
-        wider = evidence(reranked, s.retry_top_k)
+    if wider and s.retry_below and max(probs.values()) < s.retry_below:
         again = score_options(answerer, q, wider, s)
         timings["answer_retry"] = again.seconds
         details["retried"] = True
         if max(again.probabilities.values()) > max(probs.values()):
             probs, chosen = again.probabilities, wider
     letter = max(probs, key=probs.get)
-    top = reranked[0]
+    top = found.reranked[0]
     return Answer(letter, probs, top.chunk.doc_name, top.chunk.doc_hash, evidence_page(top, q, letter),
-                  reranked, chosen, timings, details)
+                  list(found.reranked), chosen, timings, details)

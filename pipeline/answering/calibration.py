@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..types import Candidate, Question
+from ..backends.base import Scores
+from ..errors import BackendUnavailable
+from ..types import LETTERS, Candidate, Question
 
 WEIGHTS = Path(__file__).with_name("weights.json")
 NEG = -1e9
@@ -138,8 +140,6 @@ def calibrated_scores(ans, q: Question, evidence: list[Candidate], model: dict |
     import time
 
     from .features import llm_features, support_features
-    from ..backends.base import Scores
-    from ..types import LETTERS
 
     t0 = time.perf_counter()
     model = model or load_weights()
@@ -157,3 +157,18 @@ def calibrated_scores(ans, q: Question, evidence: list[Candidate], model: dict |
         po = softmax_masked(z / max(1e-3, ans.settings.option_temperature), option_mask(q.options))
         option = {L: float(x) for L, x in zip(LETTERS, po)}
     return Scores(probs, {}, option, rec.get("prompt_tokens", 0), time.perf_counter() - t0, features=rec)
+
+
+def with_support(sc: Scores, q: Question, chosen: list[Candidate], weight: float, temperature: float) -> Scores:
+    """``sc`` with each option's value (``features["listed_value"]``, the listed scorer's, before its
+    temperature) raised by ``weight`` × the share of its word stems found in the passages (``support_cov`` of
+    :func:`pipeline.answering.features.support_features`), then a softmax at ``temperature``; the coverage goes
+    to the trace."""
+    from .features import support_features
+
+    if "listed_value" not in sc.features:
+        raise BackendUnavailable("listed_support_weight needs the listed scorer's values (the llama.cpp answerer)")
+    cov = support_features(None, q, chosen)["support_cov"]
+    v = (np.array(sc.features["listed_value"]) + weight * np.array(cov)) / max(1e-3, temperature)
+    probs = {L: float(x) for L, x in zip(LETTERS, softmax_masked(v, option_mask(q.options)))}
+    return Scores(probs, sc.letter, probs, sc.prompt_tokens, sc.seconds, {**sc.features, "listed_support": cov})

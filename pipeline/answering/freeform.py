@@ -39,7 +39,7 @@ from .answer import page_with_words
 from .flag import DENSE_BASIS
 from ..prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
 from ..text import fold_homoglyphs, normalize, words
-from ..types import Candidate, Question
+from ..types import Candidate, Question, Search
 
 NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
 
@@ -319,35 +319,26 @@ def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> 
     return top, answer_page(top, q, "")
 
 
-def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, flag_model: dict | None = None
+def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, library, settings, read=None
                 ) -> FreeAnswer:
-    """The free-form answer to ``q`` (its options are ignored) from ``pipe``'s library.
+    """The free-form answer to ``q`` (its options are ignored) from what search ``found`` in ``library``.
 
-    The not-in-documents flag (``flag.not_in_documents``, retrieval only, through ``pipe.flag``: on the lexical
-    features alone while documents are still embedding) is asked first: when it fires the answer is "not found"
-    without reading; when it holds, a refusal of the model is replaced by its forced answer
-    (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the benchmark);
-    ``flag_model`` the fitted flag weights (the benchmark's are fitted without the question's document)."""
-    s = pipe.settings
-    if pipe.library.n_chunks() == 0:
-        raise ValueError("the library is empty: add PDFs first")
+    ``flag``: the not-in-documents flag (``flag.not_in_documents``, retrieval only; on the lexical features alone
+    while documents are still embedding), asked before reading (``{}`` when ``free_flag`` is off): when it fires
+    the answer is "not found" without reading; when it holds, a refusal of the model is replaced by its forced
+    answer (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the
+    benchmark)."""
+    s = settings
     q = Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page)
-    still = pipe.library.lexical_only_documents()  # before retrieval: what it could not score densely
-    retrieved, reranked, timings = pipe.retrieve(q)
+    reranked, timings, still = list(found.reranked), dict(found.timings), list(found.lexical_only)
     if not reranked:
         raise ValueError("nothing was retrieved for this question: is the library empty?")
-    reader = reader or free_reader(pipe)
     read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free_mode == "extract"))
     sw = Switches.from_settings(s)
     tries = [(s.top_k_answer, s.passage_tokens)]
     if sw.retry_top_k and sw.retry_top_k > s.top_k_answer:
         tries.append((sw.retry_top_k, s.free_retry_passage_tokens))
-    still = pipe.lexical_only(retrieved, still)
-    details: dict = {"tries": [], "retrieved": retrieved, "lexical_only_docs": still}
-    flag = {}
-    if sw.flag:  # on what was scored: the lexical features alone while documents are still embedding
-        flag = pipe.flag(q, reranked, pipe.evidence(reranked, s.top_k_answer), still, flag_model)
-    details.update(flag)
+    details: dict = {"tries": [], "retrieved": list(found.retrieved), "lexical_only_docs": still, **flag}
     if flag.get("not_in_documents"):
         shown = reranked[:s.top_k_answer]
         missing = flag["flag_features"].get("absent_words") or []
@@ -366,7 +357,7 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
         and flag["flag_features"]["rare_absent"] < 0.5
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
-        texts, shown = passages_for(reader, q, reranked[:k], pipe.library, s.free_preceding and n == 0, budget,
+        texts, shown = passages_for(reader, q, reranked[:k], library, s.free_preceding and n == 0, budget,
                                     s.free_preceding_tokens)
         r = read(q, texts)
         timings["answer" if n == 0 else "answer_retry"] = r.seconds
@@ -382,6 +373,6 @@ def answer_free(pipe, q: Question, reader: FreeReader | None = None, read=None, 
                       chunk if text else None, shown, [] if text else shown, reranked, g, timings, details)
 
 
-def free_reader(pipe) -> FreeReader:
-    """The reader over the pipeline's answer model (any backend with the free-text interface)."""
-    return FreeReader(pipe.models.answerer, pipe.settings.free_max_tokens, pipe.settings.free_prompt)
+def free_reader(answerer, settings) -> FreeReader:
+    """The reader over an answer model (any backend with the free-text interface)."""
+    return FreeReader(answerer, settings.free_max_tokens, settings.free_prompt)

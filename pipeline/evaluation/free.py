@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import QuestionsError
-from ..answering.freeform import FreeAnswer, answer_free
-from ..qa import Pipeline
+from ..answering.freeform import FreeAnswer
+from ..qa import Asker
 from ..types import LETTERS, Question
 from .questions import _columns, _delimiter, _page, decode, finish, question_rows
-from .run import seconds_summary, write_outputs
+from .run import candidate_record, seconds_summary, write_outputs
 from .scoring import exact_match, token_f1
 
 REQUIRED = ["Question_ID", "Question"]
@@ -87,15 +87,13 @@ def trace_of(q: Question, a: FreeAnswer) -> dict:
     return {"Question_ID": q.qid, "answer": a.text, "abstained": a.abstained, "reasons": a.reasons,
             "doc": a.doc_name, "page": a.page, "grounding": a.grounding, "timings": a.timings,
             "evidence_chunk": a.evidence_chunk.chunk.chunk_id if a.evidence_chunk else None,
-            "candidates": [{"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc": c.chunk.doc_name,
-                            "pages": c.chunk.pages, "scores": {k: round(v, 5) for k, v in c.scores.items()}}
-                           for c in a.candidates[:10]],
+            "candidates": [candidate_record(c) for c in a.candidates[:10]],
             "tries": a.details.get("tries", []),
             **{k: a.details[k] for k in ("not_in_documents", "not_in_documents_score", "flag_basis", "lexical_only_docs")
                if k in a.details}}
 
 
-def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = None,
+def evaluate_free(pipe: Asker, questions: list[Question], out: Path | None = None,
                   progress: Callable[[int, int, dict], None] | None = None,
                   extra: dict | None = None) -> tuple[dict, list[dict]]:
     """Answer every question (a failure is recorded, the batch goes on); metrics when gold answers are given
@@ -104,7 +102,7 @@ def evaluate_free(pipe: Pipeline, questions: list[Question], out: Path | None = 
     for i, q in enumerate(questions, 1):
         t0 = time.perf_counter()
         try:
-            rec = trace_of(q, answer_free(pipe, q))
+            rec = trace_of(q, pipe.ask(Question(q.qid, q.text, [], q.gold_answer, q.gold_doc, q.gold_page)))
         except Exception as e:  # one failed question never stops the batch
             rec = {"Question_ID": q.qid, "answer": "", "abstained": True, "error": f"{type(e).__name__}: {e}"}
         rec["seconds"] = time.perf_counter() - t0

@@ -39,6 +39,18 @@ def page_proximity(pred_doc, pred_page, gold_doc, gold_page, n_pages) -> float:
     return max(0.0, 1.0 - abs(pred_page - gold_page) / n_pages)
 
 
+def competition_score(answer_accuracy: float, doc_accuracy: float, page_proximity: float) -> float:
+    """The competition's score from its three parts (each a mean over the questions): the one place it is written."""
+    return 0.5 * answer_accuracy + 0.25 * doc_accuracy + 0.25 * page_proximity
+
+
+def percentile(values, q: float) -> float:
+    """The ``q``-quantile (0..1) of ``values`` by nearest rank: the sorted value at ``int(q * n)`` (p50 of an even
+    count is the upper middle); ``nan`` for none. Every p50/p95 of the runs, the app and the benchmarks."""
+    xs = sorted(values)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
 def metrics(rows: list[dict]) -> dict:
     """The competition's score and its parts over rows with pred_* and gold_* keys."""
     n = len(rows)
@@ -49,7 +61,7 @@ def metrics(rows: list[dict]) -> dict:
     page = sum(page_proximity(r["pred_doc"], r["pred_page"], r["gold_doc"], r["gold_page"], r["gold_n_pages"])
                for r in rows) / n
     exact = sum(r["pred_doc"] == r["gold_doc"] and r["pred_page"] == r["gold_page"] for r in rows) / n
-    return {"n": n, "score": 0.5 * ans + 0.25 * doc + 0.25 * page, "answer_accuracy": ans,
+    return {"n": n, "score": competition_score(ans, doc, page), "answer_accuracy": ans,
             "doc_accuracy": doc, "page_proximity": page, "page@1": exact}
 
 

@@ -18,9 +18,9 @@ from ..checks import check_question
 from ..errors import BackendTimeout, IngestError
 from ..index import Library
 from ..documents.ingest import check_size
-from ..qa import Pipeline
-from ..types import Candidate, Question
-from .metric import calibration, gold_rank, metrics
+from ..qa import Asker
+from ..types import Candidate, Question, Search
+from .metric import calibration, gold_rank, metrics, percentile
 
 log = logging.getLogger(__name__)
 
@@ -70,39 +70,43 @@ def index_folder(library: Library, pdfs: Iterable[Path], say: Callable[[str], No
     return report
 
 
-def _cand(c: Candidate) -> dict:
+def candidate_record(c: Candidate) -> dict:
+    """A candidate as a trace records it (the batch runs' and the benchmarks')."""
     return {"rank": c.rank, "chunk_id": c.chunk.chunk_id, "doc": c.chunk.doc_name, "pages": c.chunk.pages,
             "scores": {k: round(v, 5) for k, v in c.scores.items() if isinstance(v, float)}}
 
 
-def _predict(pipe: Pipeline, q: Question, rec: TraceRecord, answer: bool) -> None:
+def _predict(pipe: Asker, q: Question, rec: TraceRecord, answer: bool, orders: int = 0) -> None:
     """Fill ``rec`` for one question; what is found before a failure stays in it (a question over the
     length limits fails at once with :class:`~pipeline.errors.QuestionError`)."""
     check_question(q.text, q.options, pipe.settings)
-    retrieved, reranked, timings = pipe.retrieve(q)
-    top = reranked[0] if reranked else None
-    rec.update(answer="", probabilities={}, doc=top.chunk.doc_name if top else None,
-               page=evidence_page(top, q, None) if top else None, timings=timings,
-               candidates=[_cand(c) for c in reranked])
-    if q.gold_doc:
-        rec["gold"] = {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page}
-        rec["gold_rank"] = {"retrieval": gold_rank(retrieved, q), "rerank": gold_rank(reranked, q)}
-    if answer:
-        a = pipe.answer(q, retrieved, reranked, timings)
-        rec.update(answer=a.letter, probabilities=a.probabilities, doc=a.doc_name, page=a.page,
-                   letter_probs=a.details["letter"], option_probs=a.details["option"],
-                   prompt_tokens=a.details["prompt_tokens"], retried=a.details["retried"],
-                   evidence=[c.chunk.chunk_id for c in a.evidence])
-        if pipe.settings.order_check > 1:  # the answer re-scored with the options in other orders
-            rec["order_check"] = pipe.order_check(q, a.evidence, pipe.settings.order_check)
-        rec.update({k: a.details[k] for k in ("features", "not_in_documents", "not_in_documents_score",
-                                              "flag_basis", "flag_features", "lexical_only_docs") if k in a.details})
+
+    def searched(found: Search) -> None:  # recorded before the answer model is asked
+        top = found.top
+        rec.update(answer="", probabilities={}, doc=top.chunk.doc_name if top else None,
+                   page=evidence_page(top, q, None) if top else None, timings=dict(found.timings),
+                   candidates=[candidate_record(c) for c in found.reranked])
+        if q.gold_doc:
+            rec["gold"] = {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page}
+            rec["gold_rank"] = {"retrieval": gold_rank(list(found.retrieved), q),
+                                "rerank": gold_rank(list(found.reranked), q)}
+
+    if not answer:
+        searched(pipe.search(q))
+        return
+    a = pipe.ask(q, lambda stage, result: searched(result) if stage == "search" else None, orders=orders)
+    rec.update(answer=a.letter, probabilities=a.probabilities, doc=a.doc_name, page=a.page, timings=a.timings,
+               letter_probs=a.details["letter"], option_probs=a.details["option"],
+               prompt_tokens=a.details["prompt_tokens"], retried=a.details["retried"],
+               evidence=[c.chunk.chunk_id for c in a.evidence])
+    rec.update({k: a.details[k] for k in ("order_check", "features", "not_in_documents", "not_in_documents_score",
+                                          "flag_basis", "flag_features", "lexical_only_docs") if k in a.details})
 
 
-def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None, answer: bool = True,
+def evaluate(pipe: Asker, questions: list[Question], out: Path | None = None, answer: bool = True,
              progress: Callable[[int, int, dict], None] | None = None,
              give_up_after: int = 3, extra: dict | None = None,
-             write_metrics: bool = True) -> tuple[dict, list[TraceRecord]]:
+             write_metrics: bool = True, orders: int | None = None) -> tuple[dict, list[TraceRecord]]:
     """Predict every question; a question that fails is recorded as failed, the batch goes on.
 
     With ``out``, writes ``submission.csv``, ``trace.jsonl`` (as it goes) and ``metrics.json`` (the
@@ -113,6 +117,7 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
     row time out on a model server, the rest are not tried: each is recorded as failed with that
     timeout's message (``not_tried``), so a dead server costs a few timeouts, not one per question.
     """
+    orders = pipe.settings.order_check if orders is None else orders  # > 1: the option-order check per question
     n_pages = {d.name: d.n_pages for d in pipe.library.documents()}
     rows: list[dict] = []
     traces: list[TraceRecord] = []
@@ -129,7 +134,7 @@ def evaluate(pipe: Pipeline, questions: list[Question], out: Path | None = None,
             rec.update(error=down, not_tried=True)
         else:
             try:
-                _predict(pipe, q, rec, answer)
+                _predict(pipe, q, rec, answer, orders)
                 timeouts = 0
             except Exception as e:  # one failed question never stops the batch
                 rec["error"] = f"{type(e).__name__}: {e}"
@@ -174,9 +179,8 @@ SUBMISSION = ["Question_ID", "Correct_Answer", "Doc_ID", "Page_Num"]
 
 def seconds_summary(traces: list[dict]) -> dict:
     """p50 and p95 of the traces' seconds per question (nothing when there are none)."""
-    secs = sorted(t["seconds"] for t in traces)
-    return {"p50_seconds": secs[len(secs) // 2], "p95_seconds": secs[min(len(secs) - 1, int(0.95 * len(secs)))]} \
-        if secs else {}
+    secs = [t["seconds"] for t in traces]
+    return {"p50_seconds": percentile(secs, 0.5), "p95_seconds": percentile(secs, 0.95)} if secs else {}
 
 
 def write_outputs(out: Path, rows: list[dict], traces: list[dict], result: dict | None,

@@ -43,7 +43,7 @@ from ..qa import Pipeline
 from ..search.rerank import apply_scores, make_reranker, option_queries
 from ..search.retrieval import Retriever, query_text
 from ..settings import Settings, load_settings, parse_overrides
-from ..types import Candidate, Question
+from ..types import Candidate, Question, Search
 from .questions import read_questions
 from .run import evaluate, index_folder
 
@@ -138,7 +138,7 @@ def stage_rerank(s: Settings, root: Path, questions: list[Question], paths: _Pat
             t = time.perf_counter()
             found.append(retriever.search(q))
             t_ret.append(time.perf_counter() - t)
-        retrieved = [[Candidate(c.chunk, dict(c.scores), c.rank) for c in cands] for cands in found]
+        retrieved = found  # candidates are immutable: reranking makes new ones
         t_retrieve = time.perf_counter() - t0
         t1 = time.perf_counter()
         reranker = make_reranker(s, lib, pre, Models(s).reranker)
@@ -181,20 +181,25 @@ class BatchedAnswerer(Answerer):
         return hit or self.inner.score(q, evidence, scorer)
 
 
-class ReplayPipeline(Pipeline):
-    """A pipeline whose retrieval and reranking are read from the rerank stage's output."""
+class Replay:
+    """An :class:`~pipeline.qa.Asker` whose search results are read from the rerank stage's output: each
+    question is answered by the pipeline from its stored candidates (no embedder or reranker is loaded)."""
 
-    def __init__(self, settings: Settings, library: Library, models: Models, stored: dict):
-        self.settings, self.library, self.models, self._stored = settings, library, models, stored
-        self.indexer = self.retriever = self.reranker = None
+    def __init__(self, pipe: Pipeline, stored: dict):
+        self.pipe, self.settings, self.library, self._stored = pipe, pipe.settings, pipe.library, stored
 
-    def _cands(self, rows: list) -> list[Candidate]:
+    def _cands(self, rows: list) -> tuple[Candidate, ...]:
         chunks = {c.chunk_id: c for c in self.library.chunks([r[0] for r in rows])}
-        return [Candidate(chunks[cid], dict(sc), rank) for cid, sc, rank in rows if cid in chunks]
+        return tuple(Candidate(chunks[cid], dict(sc), rank) for cid, sc, rank in rows if cid in chunks)
 
-    def retrieve(self, q: Question):
+    def search(self, q: Question) -> Search:
         st = self._stored[q.qid]
-        return self._cands(st["retrieved"]), self._cands(st["reranked"]), dict(st["timings"])
+        retrieved = self._cands(st["retrieved"])
+        return Search(q, retrieved, self._cands(st["reranked"]), dict(st["timings"]),
+                      tuple(self.pipe.lexical_only(list(retrieved), [])))
+
+    def ask(self, q: Question, on_stage=None, **kw):
+        return self.pipe.ask(q, on_stage, found=self.search(q), **kw)
 
 
 def stage_answer(s: Settings, root: Path, questions: list[Question], paths: _Paths, out: Path) -> tuple[dict, dict]:
@@ -204,13 +209,13 @@ def stage_answer(s: Settings, root: Path, questions: list[Question], paths: _Pat
         t0 = time.perf_counter()
         answerer = BatchedAnswerer(Models(s).answerer)
         t_load = time.perf_counter() - t0
-        pipe = ReplayPipeline(s, lib, Models(s, answerer=answerer), stored)
+        pipe = Replay(Pipeline(s, models=Models(s, answerer=answerer), library=lib), stored)
         items = []
         for q in questions:
             if q.qid in stored:
-                _, reranked, _ = pipe.retrieve(q)
+                reranked = list(pipe.search(q).reranked)
                 if reranked:
-                    items.append((q, pipe.evidence(reranked, s.top_k_answer)))
+                    items.append((q, pipe.pipe.evidence(reranked, s.top_k_answer)))
         t1 = time.perf_counter()
         answerer.prime(items)
         t_batch = time.perf_counter() - t1

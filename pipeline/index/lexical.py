@@ -62,11 +62,6 @@ class LexicalIndex:
         return dict(zip(ids, scores.tolist()))
 
     # ---- document-frequency statistics ------------------------------------------------
-    def add_document(self, doc_hash: str) -> None:
-        """Count a listed document's chunks into the statistics (once; a no-op if already counted)."""
-        with self._df_lock:
-            self._add(doc_hash)
-
     def remove_document(self, doc_hash: str) -> None:
         """Take a document's counts out of the statistics."""
         with self._df_lock:

@@ -28,8 +28,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 from ..backends.base import Embedder
 from ..settings import Settings
 from ..types import Chunk, Page
@@ -227,12 +225,6 @@ class Library:
 
     def n_chunks(self) -> int:
         return self.store.n_chunks()
-
-    def embeddings(self, ids: list[str]) -> np.ndarray:
-        return self.vectors.embeddings(ids)
-
-    def dense_search(self, qvec: np.ndarray, k: int) -> dict[str, float]:
-        return self.vectors.search(qvec, k)
 
     def lexical_scores(self, text: str) -> dict[str, float]:
         return self.lexical.scores(text)

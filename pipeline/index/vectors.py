@@ -131,11 +131,6 @@ class VectorIndex:
         """Those of ``ids`` that have a stored vector."""
         return set(self._col.get(ids=ids, include=[])["ids"]) if ids else set()
 
-    def embeddings(self, ids: list[str]) -> np.ndarray:
-        got = self._col.get(ids=ids, include=["embeddings"])
-        by_id = dict(zip(got["ids"], got["embeddings"]))
-        return np.asarray([by_id[i] for i in ids], dtype=np.float32)
-
     def search(self, qvec: np.ndarray, k: int) -> dict[str, float]:
         """The ``k`` nearest chunks' cosine similarity to ``qvec``."""
         n = self._col.count()

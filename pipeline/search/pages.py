@@ -48,15 +48,13 @@ def expansion(library: Library, q: Question, doc_hash: str, have: set[str], n: i
     if embedder is not None:
         qvec = embedder.embed_queries([query_text(q, settings)])[0]
         vecs = library.vectors.get([c.chunk.chunk_id for c in out])  # a chunk still embedding has none
-        for c in out:
-            if c.chunk.chunk_id in vecs:
-                c.scores["dense"] = float(vecs[c.chunk.chunk_id] @ qvec)
+        out = [c.scored(dense=float(vecs[c.chunk.chunk_id] @ qvec)) if c.chunk.chunk_id in vecs else c for c in out]
     return out
 
 
 def rescore_pages(q: Question, reranked: list[Candidate], library: Library, settings: Settings,
                   embedder=None) -> list[Candidate]:
-    """``reranked`` with the top document's candidates (among the first ``page_pool``) re-ordered in place
+    """``reranked`` with the top document's candidates (among the first ``page_pool``) re-ordered (new candidates)
     (``embedder``: the query's, to give passages added by ``page_expand`` their dense score)."""
     w = settings.page_rescore_weight
     if not reranked or w <= 0:
@@ -82,14 +80,10 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
     slots = slots + list(range(n_pool, n_pool + len(extra)))  # the added passages' places: after the pool
     mine = mine + extra
     reranked = reranked[:n_pool] + extra + reranked[n_pool:]
-    for c in mine:
-        i = c.chunk.chunk_id
-        c.scores["page_joint"] = float(joint[i])
-        c.scores["page"] = float((1 - w) * rz[i] + w * jz[i])
+    mine = [c.scored(page_joint=float(joint[c.chunk.chunk_id]),
+                     page=float((1 - w) * rz[c.chunk.chunk_id] + w * jz[c.chunk.chunk_id])) for c in mine]
     mine.sort(key=lambda c: c.scores["page"], reverse=True)
     out = list(reranked)
     for k, c in zip(slots, mine):
         out[k] = c
-    for r, c in enumerate(out, 1):
-        c.rank = r
-    return out
+    return [c.ranked(r) for r, c in enumerate(out, 1)]

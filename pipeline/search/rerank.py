@@ -18,18 +18,23 @@ from ..settings import Settings
 from ..types import Candidate, Question
 
 
-def apply_scores(candidates: list[Candidate], scores: list[float]) -> list[Candidate]:
-    """Candidates with their ``rerank`` score, best first, ranks renumbered."""
-    for c, s in zip(candidates, scores):
-        c.scores["rerank"] = float(s)
-    out = sorted(candidates, key=lambda c: c.scores["rerank"], reverse=True)
-    for r, c in enumerate(out, 1):
-        c.rank = r
-    return out
+def apply_scores(candidates: list[Candidate], scores: list[float],
+                 extra: list[dict[str, float]] | None = None) -> list[Candidate]:
+    """New candidates with their ``rerank`` score (and the reranker's ``extra`` scores), best first, ranks
+    renumbered; ``candidates`` are left as they were."""
+    extra = extra or [{} for _ in candidates]
+    new = [c.scored(**e, rerank=float(s)) for c, s, e in zip(candidates, scores, extra)]
+    out = sorted(new, key=lambda c: c.scores["rerank"], reverse=True)
+    return [c.ranked(r) for r, c in enumerate(out, 1)]
 
 
 def rerank(reranker: Reranker, q: Question, candidates: list[Candidate]) -> list[Candidate]:
-    return apply_scores(candidates, reranker.score(q, candidates)) if candidates else []
+    if not candidates:
+        return []
+    if isinstance(reranker, OptionEvidenceReranker):  # its option evidence goes to the trace
+        scored = reranker.scored(q, candidates)
+        return apply_scores(candidates, [s for s, _ in scored], [e for _, e in scored])
+    return apply_scores(candidates, reranker.score(q, candidates))
 
 
 class NoReranker(Reranker):
@@ -42,10 +47,14 @@ class OptionEvidenceReranker(Reranker):
         self.dense, self.lexical, self.embedder, self.settings = dense, lexical, embedder, settings
 
     def score(self, q: Question, candidates: list[Candidate]) -> list[float]:
+        return [s for s, _ in self.scored(q, candidates)]
+
+    def scored(self, q: Question, candidates: list[Candidate]) -> list[tuple[float, dict[str, float]]]:
+        """Each candidate's score and its option evidence (``option_dense``, ``option_lexical``)."""
         ids = [c.chunk.chunk_id for c in candidates]
         opts = [o for o in q.options if o.strip()]
         if not opts:
-            return [c.scores["fused"] for c in candidates]
+            return [(c.scores["fused"], {}) for c in candidates]
         qv = self.embedder.embed_queries(option_queries(q))  # (n_opt, d)
         vecs = self.dense.get(ids)  # a chunk still embedding has none: its option evidence is lexical only
         dense_opt = {i: float((v @ qv.T).max()) for i, v in vecs.items()}
@@ -57,10 +66,9 @@ class OptionEvidenceReranker(Reranker):
         out = []
         for c in candidates:
             i = c.chunk.chunk_id
-            if i in dense_opt:
-                c.scores["option_dense"] = float(dense_opt[i])
-            c.scores["option_lexical"] = float(lex_opt[i])
-            out.append((1 - w) * fz[i] + w * (0.5 * (dz[i] + lz[i]) if i in dz else lz[i]))
+            ev = {"option_dense": float(dense_opt[i])} if i in dense_opt else {}
+            ev["option_lexical"] = float(lex_opt[i])
+            out.append(((1 - w) * fz[i] + w * (0.5 * (dz[i] + lz[i]) if i in dz else lz[i]), ev))
         return out
 
 

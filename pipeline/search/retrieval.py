@@ -69,20 +69,12 @@ class Retriever:
             dense = self.dense.search(qvec, s.pool_k)
         if s.retrieval in ("bm25", "hybrid"):
             lexical = self.lexical.scores(query_text(q, s, instruction=False))
-        if s.retrieval == "dense":
-            fused = dense
-        elif s.retrieval == "bm25":
-            fused = lexical
-        else:
-            # z over the pool: BM25's best and dense's best, each scored by both
-            top_lex = sorted(lexical, key=lexical.get, reverse=True)[: s.pool_k]
-            pool = list(dict.fromkeys(list(dense) + top_lex))
+        pool: list[str] = []
+        if s.retrieval == "hybrid":  # BM25's best and dense's best, each scored by both
+            pool = hybrid_pool(dense, lexical, s.pool_k)
             got = self.dense.get([i for i in pool if i not in dense])  # no vector yet: no dense score
             dense.update({i: float(v @ qvec) for i, v in got.items()})
-            dz = zscores({i: dense[i] for i in pool if i in dense})
-            lz = zscores({i: lexical.get(i, 0.0) for i in pool})
-            w = s.dense_weight
-            fused = {i: w * dz[i] + (1 - w) * lz[i] if i in dz else lz[i] for i in pool}
+        fused = fuse(s.retrieval, dense, lexical, pool, s.dense_weight)
         best = sorted(fused, key=fused.get, reverse=True)[:k]
         out = []
         for rank, chunk in enumerate(self.chunks(best), 1):
@@ -94,3 +86,23 @@ class Retriever:
                 sc["lexical"] = float(lexical[cid])
             out.append(Candidate(chunk, sc, rank))
         return out
+
+
+def hybrid_pool(dense: dict[str, float], lexical: dict[str, float], pool_k: int) -> list[str]:
+    """The chunks a hybrid search fuses: the dense search's, then BM25's best ``pool_k`` (each once)."""
+    top_lex = sorted(lexical, key=lexical.get, reverse=True)[:pool_k]
+    return list(dict.fromkeys(list(dense) + top_lex))
+
+
+def fuse(mode: str, dense: dict[str, float], lexical: dict[str, float], pool: list[str],
+         dense_weight: float) -> dict[str, float]:
+    """The fused score of each chunk (a pure function: no index). ``dense`` and ``bm25`` keep their own scores;
+    ``hybrid`` z-scores each over ``pool`` and mixes them by ``dense_weight`` (a chunk with no dense score, e.g.
+    still embedding, keeps its lexical z-score)."""
+    if mode == "dense":
+        return dict(dense)
+    if mode == "bm25":
+        return dict(lexical)
+    dz = zscores({i: dense[i] for i in pool if i in dense})
+    lz = zscores({i: lexical.get(i, 0.0) for i in pool})
+    return {i: dense_weight * dz[i] + (1 - dense_weight) * lz[i] if i in dz else lz[i] for i in pool}

@@ -1,20 +1,13 @@
-"""Small Ukrainian test PDFs and questions for the browser tests (made with tests/pdfgen.py)."""
+"""Small Ukrainian test PDFs and questions for the browser tests (made with testkit/pdfgen.py)."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 from pathlib import Path
 
 
-def _load_pdfgen():
-    spec = importlib.util.spec_from_file_location("pdfgen", Path(__file__).resolve().parents[1] / "pdfgen.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from testkit import pdfgen
 
-
-pdfgen = _load_pdfgen()
 ukrainian_pdf = pdfgen.ukrainian_pdf
 
 # One page each: a filler section, then the section that holds the answer. The

@@ -1,0 +1,5 @@
+import sys
+
+from fit import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests and the benchmarks (importable as a package: ``from testkit import pdfgen``)."""
