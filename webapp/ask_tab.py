@@ -276,6 +276,8 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
     scorer, found = ctx.settings.scorer, not V.not_in_documents(a)
     held = R.held_text(runs_dir, a.probabilities.get(a.letter, 0.0)) if runs_dir and found else ""
     crop_label, page_label = (CROP_LABEL, PAGE_LABEL) if found else (CLOSEST_LABEL, CLOSEST_LABEL)
+    if not found:  # no answer: the lines are what the model leaned on, not why an answer is right
+        why = why.replace("**Why this answer**", "**What the model leaned on (not an answer)**", 1)
     yield {**_answered(ui, t_click, found), ui.answer: V.answer_markdown(q, a, titles, scorer, held),
            ui.probs: gr.update(value=V.probs_frame(a.probabilities), visible=True,
                                label=V.chart_title(scorer) if found else NOT_ANSWER_CHART),
