@@ -157,7 +157,8 @@ def test_evaluate_pictures_click_to_filter_then_a_new_run_clears_them_and_stops_
     q_doc = table_rows(nina, "question-table")
     assert any("Правила користування паркінгом" in r[4] for r in q_doc), q_doc  # titles, as in the Library
     nina.locator('#losses rect[data-stage="not retrieved"][data-doc="vidsutnii.pdf"]').click()
-    wait_until(nina, lambda: [r[0] for r in table_rows(nina, "question-table")] == ["q4"], 30, "the table to filter")
+    wait_until(nina, lambda: [r[0] for r in table_rows(nina, "question-table") if r] == ["q4"], 30,
+               "the table to filter")  # (a row without cells while the table is redrawn is skipped)
     expect(nina.locator("#lost-stage input")).to_have_value("not retrieved")
     snap(nina, out_dir, "reliability", "evaluate-pictures.png")
 
