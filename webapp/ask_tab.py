@@ -207,7 +207,7 @@ def on_refused(ctx: Context, ui: AskTab, sid, question, *options):
     said = refusal(ctx, sid, question, options) or "The question was not asked."
     return {**cleared(ui), ui.stale: "", ui.status: f"⚠ Not asked: {V.md_escape(said)}",
             ui.answer: f"## Not asked\n{V.md_escape(said)}  \nThe question was not sent to the model: nothing here "
-                       "answers it.", ui.shown_q: []}
+                       "answers it.", ui.shown_q: [], ui.order_panel: gr.update(visible=False)}
 
 
 def on_start(ui: AskTab, question, *options):
@@ -386,7 +386,8 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
              ui.cand_caption, ui.asked, ui.stale, ui.shown_q]
     validated = ui.ask_btn.click(bind(on_validate, ctx), [sid, ui.question, *ui.options], None,
                                  show_progress="hidden")
-    validated.failure(bind(on_refused, ctx, ui), [sid, ui.question, *ui.options], [ui.status, *panes], **quiet)
+    validated.failure(bind(on_refused, ctx, ui), [sid, ui.question, *ui.options],
+                      [ui.status, ui.order_panel, *panes], **quiet)
     validated.success(bind(on_start, ui), [ui.question, *ui.options],
                       [ui.status, ui.ask_btn, ui.clicked, ui.order_btn, *panes], **quiet) \
         .success(bind(on_ask, ctx, ui), [sid, ui.clicked, ui.question, *ui.options], ui.answer_outputs,
