@@ -79,7 +79,7 @@ def loss_svg(groups: list[dict], title: str = "", w: int = 560, label_w: int = 1
     parts = []
     for i, g in enumerate(groups):
         y = 4 + i * row
-        name = g["group"] if len(g["group"]) <= 30 else g["group"][:29] + "…"
+        name = g["group"] if len(g["group"]) <= 26 else g["group"][:25] + "…"  # fits the label column
         parts.append(f'<text x="{label_w - 6}" y="{y + 15}" font-size="11" text-anchor="end">{_e(name)}<title>'
                      f'{_e(g["group"])}</title></text>')
         x = float(label_w)
@@ -102,8 +102,10 @@ def loss_svg(groups: list[dict], title: str = "", w: int = 560, label_w: int = 1
 def run_pictures(run: dict, titles: dict[str, str], name: str = "") -> tuple[str, str]:
     """A saved run's reliability diagram and its gold-page losses (``run``: ``runs.load_run``)."""
     head = f"Run “{name}”: " if name else ""
-    return (reliability_svg(R.reliability(run["traces"]), run["metrics"], f"{head}probabilities against answers"),
-            loss_svg(R.loss_groups(run["traces"], titles), f"{head}where the gold page was lost"))
+    rel, lost = ("probabilities against answers", "where the gold page was lost") if name else \
+        ("Probabilities against answers", "Where the gold page was lost")
+    return (reliability_svg(R.reliability(run["traces"]), run["metrics"], head + rel),
+            loss_svg(R.loss_groups(run["traces"], titles), head + lost))
 
 
 def side_by_side(left: str, right: str) -> str:
