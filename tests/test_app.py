@@ -410,10 +410,21 @@ def test_doc_label_puts_the_title_first_and_the_file_second():
 def test_progress_html_counts_time_and_escapes():
     from webapp.views import progress_html
 
-    h = progress_html(2, 8, 60.0, "<b>q</b>")
+    h = progress_html(2, 8, 60.0, "<b>q</b>", left=180)
     assert "2 / 8 questions" in h and "1 min 00 s elapsed" in h and "about 3 min 00 s left" in h
     assert "<b>q</b>" not in h and "width:25.0%" in h
     assert "left" not in progress_html(0, 8, 3.0)  # no estimate before the first question
+    assert "left" not in progress_html(2, 8, 60.0, "stopped")  # a stopped run: nothing left to estimate
+
+
+def test_time_left_goes_down_while_a_question_runs():
+    """Issue 33 item 4: 2 of 8 done at 40 s; while question 3 runs the estimate falls (it climbed before)."""
+    from webapp.views import time_left
+
+    assert time_left(0, 8, 30.0, 0.0) is None and time_left(8, 8, 99.0, 99.0) is None
+    at = [time_left(2, 8, t, 40.0) for t in (40.0, 60.0, 80.0, 200.0, 400.0)]
+    assert at[0] == 120.0 and at[1] == 100.0 and at[2] == 100.0  # 6 questions at 20 s, then 5 after the current
+    assert all(x >= y for x, y in zip(at, at[1:])), at  # never climbs while one question runs
 
 
 def test_compare_runs_lists_answer_document_and_page_flips():
@@ -610,3 +621,94 @@ def test_table_cells_shorten_hashed_names_and_say_what_grounding_means():
     assert short_name("muzei.pdf") == "muzei.pdf" and short_name(None) == ""
     said = grounding_text(1.0)
     assert "100% of its words are taken from them" in said and "not that it answers the question" in said
+
+
+# ---- issue 33: what a new user tripped on, and the Evaluate pictures ------------------------------------------
+def _six(details=None, letter="A", p=0.64):
+    from pipeline.types import Answer, Question
+
+    q = Question("q", "Які побічні ефекти має сікапротект?", ["a", "b", "c", "d", "e", "f"])
+    return q, Answer(letter, {letter: p}, "x.pdf", "h", 2, [], [], {}, details or {})
+
+
+def test_a_flagged_six_option_answer_reads_not_found_with_the_absent_words_and_what_was_searched():
+    from webapp.views import answer_markdown
+
+    q, a = _six({"not_in_documents": True, "flag_basis": "dense+lexical",
+                 "flag_features": {"absent_words": ["сікапротект"]}})
+    md = answer_markdown(q, a, {"x.pdf": "", "y.pdf": "", "z.pdf": ""})
+    assert md.startswith("## Not found in your documents") and "Answer: A" not in md, md
+    assert "«сікапротект» occur in no document here" in md and "3 documents of your library" in md, md
+    assert "Not an answer" in md  # the model's pick is named only as what it is
+    q, a = _six({"not_in_documents": False}, p=0.99)
+    md = answer_markdown(q, a, {}, held="How far that holds: …")
+    assert md.startswith("## Answer: A") and "Probability that this answer is right: 99%" in md, md
+
+
+def _trace(qid, gold_page, cands, evidence, answer="A", gold_answer="A", retrieved=1):
+    return {"Question_ID": qid, "answer": answer, "probabilities": {answer: 0.95}, "doc": "x.pdf", "page": 1,
+            "gold": {"answer": gold_answer, "doc": "x.pdf", "page": gold_page},
+            "gold_rank": {"retrieval": retrieved, "rerank": 1},
+            "candidates": [{"chunk_id": c, "doc": "x.pdf", "pages": [p], "scores": {"rerank": r}}
+                           for c, p, r in cands], "evidence": evidence}
+
+
+def test_loss_stage_names_where_the_gold_page_was_lost():
+    from webapp import runs as R
+
+    cands = [("c1", 1, 1.36), ("c2", 2, 1.42), ("c3", 3, 0.5)]  # page choice put c1 (rerank 1.36) above c2
+    assert R.loss_stage(_trace("a", 1, cands, ["c1", "c3"])) == R.READ_RIGHT
+    assert R.loss_stage(_trace("b", 1, cands, ["c1", "c3"], answer="B")) == R.READ_WRONG
+    assert R.loss_stage(_trace("c", 2, cands, ["c1", "c3"])) == R.PAGE_CHOICE  # top 2 by rerank, not read
+    assert R.loss_stage(_trace("d", 3, cands[:1] + cands[1:], ["c1", "c2"])) == R.BELOW_READ
+    assert R.loss_stage(_trace("e", 9, cands, ["c1", "c2"], retrieved=None)) == R.NOT_RETRIEVED
+    assert R.loss_stage({**_trace("f", 1, cands, ["c1"]), "error": "Stopped: not asked"}) == R.NOT_ASKED
+    assert R.loss_stage({"Question_ID": "g"}) is None  # no gold page
+    traces = [_trace("a", 1, cands, ["c1", "c3"]), _trace("c", 2, cands, ["c1", "c3"])]
+    groups = R.loss_groups(traces, {"x.pdf": "Правила"})
+    assert groups[0]["n"] == 2 and groups[0]["counts"][R.PAGE_CHOICE] == 1 and groups[1]["group"] == "Правила — x.pdf"
+    assert [t["Question_ID"] for t in R.filter_lost(traces, R.PAGE_CHOICE, "x.pdf")] == ["c"]
+    assert R.filter_lost(traces, R.PAGE_CHOICE, "y.pdf") == []
+
+
+def test_reliability_bins_and_how_far_a_probability_held(tmp_path):
+    import json
+
+    from webapp import runs as R
+
+    traces = [{**_trace(str(i), 1, [], []), "probabilities": {"A": p}, "answer": "A",
+               "gold": {"answer": "A" if right else "B", "doc": "x.pdf", "page": 1}}
+              for i, (p, right) in enumerate([(0.95, True), (0.92, True), (0.97, False), (0.35, False)])]
+    bins = R.reliability(traces)
+    assert [(b["lo"], b["n"], b["right"]) for b in bins] == [(0.3, 1, 0), (0.9, 3, 2)]
+    assert R.held_text(tmp_path, 0.9).startswith("How far that holds: not measured")
+    run = tmp_path / "first"
+    run.mkdir()
+    (run / "trace.jsonl").write_text("\n".join(json.dumps(t) for t in traces))
+    assert "answers shown at 90%–100% were right 2 of 3 times" in R.held_text(tmp_path, 0.99)
+    assert "showed no answer at 50%–60%" in R.held_text(tmp_path, 0.55)
+
+
+def test_the_pictures_draw_the_chance_band_and_clickable_bars():
+    from webapp import pictures as P
+    from webapp import runs as R
+
+    cands = [("c1", 1, 1.0)]
+    run = {"traces": [_trace("a", 1, cands, ["c1"]), _trace("b", 2, cands, ["c1"], retrieved=None)],
+           "metrics": {"ece": 0.05, "ece_chance": 0.06}}
+    rel, loss = P.run_pictures(run, {"x.pdf": "<b>Правила</b>"}, "first")
+    assert rel.count('class="chance-band"') == 1 and rel.count('class="bin"') == 1 and "0.060 by chance" in rel
+    assert f'data-stage="{R.NOT_RETRIEVED}" data-doc="x.pdf"' in loss and "<b>Правила" not in loss
+    assert P.band(0.5, 100) == pytest.approx((0.402, 0.598), abs=1e-3)
+
+
+def test_a_result_is_marked_previous_once_the_question_changes():
+    from types import SimpleNamespace
+
+    from webapp.ask_tab import on_edit
+
+    ui = SimpleNamespace(stale="stale")
+    shown = ["Котра година?", "a", "b", "", "", "", ""]
+    assert on_edit(ui, shown, *shown) == {"stale": ""}
+    assert on_edit(ui, [], "Нове?", *shown[1:]) == {"stale": ""}  # nothing shown yet
+    assert "Previous result" in on_edit(ui, shown, "Нове питання?", *shown[1:])["stale"]

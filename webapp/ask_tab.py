@@ -20,6 +20,7 @@ from pipeline.documents.ingest import safe_name
 from pipeline.errors import PdfQaError
 from pipeline.types import LETTERS, Candidate, Question
 
+from . import runs as R
 from . import views as V
 from .blocks import BlockError, parse_block
 from .common import NO_SESSION, Context, bind, df, handled, message, need_sid, user_error
@@ -32,6 +33,12 @@ SCROLL_TO_ANSWER = "() => { const e = document.getElementById('answer'); if (e) 
 CROP_LABEL = "Evidence, enlarged (strong: the lines that support the answer)"
 PAGE_LABEL = "Evidence page"
 CLOSEST_LABEL = "The closest passage found: not an answer"
+NOT_ANSWER_CHART = "Not an answer: the model's leaning"  # one line above the bars
+CANDIDATES_LABEL = ("Ranked candidates — select a row to see its page. Rank = the final order: by rerank, except "
+                    "that in a long document its passages are re-ordered among their own places by page choice (the "
+                    "page column). To model = read by the model. Scores: fused = dense and lexical together "
+                    "(z-scores); dense = embedding similarity; lexical = BM25; option_… = the same for the question "
+                    "with the options")
 TIMING_COLUMNS = ["Stage", "Seconds"]
 
 
@@ -46,6 +53,8 @@ class AskTab:
     clicked: gr.State
     ask_btn: gr.Button
     status: gr.Markdown
+    stale: gr.Markdown
+    shown_q: gr.State  # the question (and options) whose result is on screen
     answer: gr.Markdown
     probs: gr.BarPlot
     timings: gr.Dataframe
@@ -100,6 +109,7 @@ def _answer_panes() -> dict:
     got = {}
     with gr.Row():
         with gr.Column(scale=1):
+            got["stale"] = gr.Markdown(elem_id="stale-note", latex_delimiters=[])
             got["answer"] = gr.Markdown(elem_id="answer", latex_delimiters=[])
             got["probs"] = gr.BarPlot(None, x="option", y="probability", y_lim=[0, 1], label="Probabilities",
                                       sort="x", elem_id="probabilities", height=260)
@@ -127,15 +137,12 @@ def _answer_panes() -> dict:
 def layout(ctx: Context) -> AskTab:
     got = _question_inputs(ctx)
     got.update(_answer_panes())
-    got["cands"] = gr.Dataframe(
-        df([], V.CANDIDATE_COLUMNS), label="Ranked candidates — select a row to see its page. Scores: rerank = the "
-        "final order; fused = dense and lexical together (z-scores); dense = embedding similarity; lexical = BM25; "
-        "option_… = the same for the question with the options", interactive=False, elem_id="candidates", wrap=True,
-        max_height=520, column_widths=V.CANDIDATE_WIDTHS)
+    got["cands"] = gr.Dataframe(df([], V.CANDIDATE_COLUMNS), label=CANDIDATES_LABEL, interactive=False,
+                                elem_id="candidates", wrap=True, max_height=520, column_widths=V.CANDIDATE_WIDTHS)
     got["cand_caption"] = gr.Markdown(elem_id="candidate-caption", latex_delimiters=[])
     got["cand_img"] = gr.Image(label="Selected candidate's page", type="pil", format="png", interactive=False,
                                elem_id="candidate-page", height=860, visible=False)
-    return AskTab(clicked=gr.State(0.0), refs=gr.State([]), asked=gr.State({}), **got)
+    return AskTab(clicked=gr.State(0.0), refs=gr.State([]), asked=gr.State({}), shown_q=gr.State([]), **got)
 
 
 def examples_visible(ctx: Context, sid: str) -> bool:
@@ -164,27 +171,64 @@ def on_example(ctx: Context, ui: AskTab, index):
 
 
 # ---- answering ---------------------------------------------------------------------------------
-def on_validate(ctx: Context, sid, question, *options):
-    """The fast first step: a mistake shows a message only, and the last result stays."""
+def refusal(ctx: Context, sid, question, options) -> str:
+    """Why the question cannot be asked ("" when it can): no session, a mistake in it, an empty library."""
     try:
         need_sid(sid)
         check_question(question, options, ctx.settings, free_ok=True)
+    except gr.Error as e:
+        return html.unescape(str(e.message))
     except PdfQaError as e:
         log.info("asking: %s: %s", type(e).__name__, e)
-        raise user_error(str(e)[:1].upper() + str(e)[1:] + ".") from None
+        return str(e)[:1].upper() + str(e)[1:] + "."
     if not ctx.store.exists(sid):
         log.info("asking: empty library")
-        raise user_error("The library is empty: add PDFs on the Library tab first.")
+        return "The library is empty: add PDFs on the Library tab first."
+    return ""
 
 
-def on_start(ui: AskTab):
-    return {ui.status: "Waiting for the model… (queued behind other questions if any)",
+def on_validate(ctx: Context, sid, question, *options):
+    """The fast first step: a mistake stops here (a toast; :func:`on_refused` puts it where the answer goes)."""
+    said = refusal(ctx, sid, question, options)
+    if said:
+        raise user_error(said)
+
+
+def cleared(ui: AskTab) -> dict:
+    """Every pane of a result emptied (the result shown belonged to another question)."""
+    return {ui.answer: "", ui.probs: gr.update(value=None, visible=False), ui.crop: gr.update(value=None, label=CROP_LABEL),
+            ui.page: gr.update(value=None, label=PAGE_LABEL), ui.why: "", ui.cands: df([], V.CANDIDATE_COLUMNS),
+            ui.refs: [], ui.timings: df([], TIMING_COLUMNS), ui.cand_img: gr.update(value=None, visible=False),
+            ui.cand_caption: "", ui.asked: {}}
+
+
+def on_refused(ctx: Context, ui: AskTab, sid, question, *options):
+    """A refused question: the reason stays where the answer would be, and no earlier result is left beside it."""
+    said = refusal(ctx, sid, question, options) or "The question was not asked."
+    return {**cleared(ui), ui.stale: "", ui.status: f"⚠ Not asked: {V.md_escape(said)}",
+            ui.answer: f"## Not asked\n{V.md_escape(said)}  \nThe question was not sent to the model: nothing here "
+                       "answers it.", ui.shown_q: [], ui.order_panel: gr.update(visible=False)}
+
+
+def on_start(ui: AskTab, question, *options):
+    """The button busy, the status at once, and the previous result cleared (it would read as this question's)."""
+    return {**cleared(ui), ui.stale: "", ui.status: "Waiting for the model… (queued behind other questions if any)",
             ui.ask_btn: gr.update(interactive=False, value="Answering…"), ui.clicked: time.time(),
-            ui.order_btn: gr.update(interactive=False)}
+            ui.order_btn: gr.update(interactive=False), ui.shown_q: [question or "", *(o or "" for o in options)]}
 
 
-def _answered(ui: AskTab, t_click) -> dict:
-    return {ui.status: f"Answered in {time.time() - float(t_click or time.time()):.0f} s."}
+def on_edit(ui: AskTab, shown_q, question, *options):
+    """Once the question or an option differs from the one whose result is shown, that result is marked previous."""
+    now = [question or "", *(o or "" for o in options)]
+    if not shown_q or now == list(shown_q):
+        return {ui.stale: ""}
+    return {ui.stale: f"⚠ **Previous result** — below is the answer to the question asked before "
+                      f"(«{V.md_escape(shown_q[0], 90)}»). Press Answer for this one."}
+
+
+def _answered(ui: AskTab, t_click, found: bool = True) -> dict:
+    took = f"{time.time() - float(t_click or time.time()):.0f} s"
+    return {ui.status: f"Answered in {took}." if found else f"Searched in {took}: not found in your documents."}
 
 
 def _evidence_views(ctx: Context, pipe, q: Question, a, top: dict) -> tuple:
@@ -219,7 +263,7 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
             yield {ui.status: reading.format(k=V.plural(k, "passage"))}
 
 
-def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
+def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, runs_dir=None):
     """A six-option question: search, score the options, draw the evidence (yielding the status as it goes)."""
     yield {ui.status: "Retrieving passages…"}
     a = yield from asking(ui, pipe, q, f"Reading {{k}} and scoring {sum(1 for o in q.options if o)} options…")
@@ -229,10 +273,15 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
     top = refs[0] if refs else {}
     img = V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page)
     crop, why = _evidence_views(ctx, pipe, q, a, top)
-    scorer = ctx.settings.scorer
-    yield {**_answered(ui, t_click), ui.answer: V.answer_markdown(q, a, titles, scorer),
-           ui.probs: gr.update(value=V.probs_frame(a.probabilities), label=V.chart_title(scorer), visible=True),
-           ui.crop: gr.update(value=crop, label=CROP_LABEL), ui.page: gr.update(value=img, label=PAGE_LABEL),
+    scorer, found = ctx.settings.scorer, not V.not_in_documents(a)
+    held = R.held_text(runs_dir, a.probabilities.get(a.letter, 0.0)) if runs_dir and found else ""
+    crop_label, page_label = (CROP_LABEL, PAGE_LABEL) if found else (CLOSEST_LABEL, CLOSEST_LABEL)
+    if not found:  # no answer: the lines are what the model leaned on, not why an answer is right
+        why = why.replace("**Why this answer**", "**What the model leaned on (not an answer)**", 1)
+    yield {**_answered(ui, t_click, found), ui.answer: V.answer_markdown(q, a, titles, scorer, held),
+           ui.probs: gr.update(value=V.probs_frame(a.probabilities), visible=True,
+                               label=V.chart_title(scorer) if found else NOT_ANSWER_CHART),
+           ui.crop: gr.update(value=crop, label=crop_label), ui.page: gr.update(value=img, label=page_label),
            ui.why: why, ui.cands: df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), ui.refs: refs,
            ui.timings: df(V.timing_rows({"queue wait": wait, **a.timings}), TIMING_COLUMNS),
            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "",
@@ -275,11 +324,15 @@ def on_ask(ctx: Context, ui: AskTab, sid, t_click, question, *options):
         return
     try:
         with ctx.store.open(sid) as pipe:
-            yield from (ask_options if any(q.options) else ask_free)(ctx, ui, pipe, q, t_click, wait)
-    except Exception as e:  # the message only (by the button and as a toast); the previous result stays
+            if any(q.options):
+                yield from ask_options(ctx, ui, pipe, q, t_click, wait, ctx.store.runs_dir(sid))
+            else:
+                yield from ask_free(ctx, ui, pipe, q, t_click, wait)
+    except Exception as e:  # the message where the answer would be (and as a toast); no earlier result beside it
         said = message(e, "answering")
         gr.Warning(html.escape(said))
-        yield {ui.status: f"⚠ {V.md_escape(said)}"}
+        yield {**cleared(ui), ui.status: f"⚠ {V.md_escape(said)}",
+               ui.answer: f"## Not answered\n{V.md_escape(said)}"}
 
 
 def on_answered(ui: AskTab, asked):
@@ -327,8 +380,16 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
     ui.fill_btn.click(bind(on_fill, ui), [ui.block], fields)
     ui.examples.click(bind(on_example, ctx, ui), [ui.examples], fields)
     quiet = dict(queue=False, show_progress="hidden")
-    ui.ask_btn.click(bind(on_validate, ctx), [sid, ui.question, *ui.options], None, show_progress="hidden") \
-        .success(bind(on_start, ui), None, [ui.status, ui.ask_btn, ui.clicked, ui.order_btn], **quiet) \
+    for field in (ui.question, *ui.options):
+        field.change(bind(on_edit, ui), [ui.shown_q, ui.question, *ui.options], [ui.stale], **quiet)
+    panes = [ui.answer, ui.probs, ui.crop, ui.page, ui.why, ui.cands, ui.refs, ui.timings, ui.cand_img,
+             ui.cand_caption, ui.asked, ui.stale, ui.shown_q]
+    validated = ui.ask_btn.click(bind(on_validate, ctx), [sid, ui.question, *ui.options], None,
+                                 show_progress="hidden")
+    validated.failure(bind(on_refused, ctx, ui), [sid, ui.question, *ui.options],
+                      [ui.status, ui.order_panel, *panes], **quiet)
+    validated.success(bind(on_start, ui), [ui.question, *ui.options],
+                      [ui.status, ui.ask_btn, ui.clicked, ui.order_btn, *panes], **quiet) \
         .success(bind(on_ask, ctx, ui), [sid, ui.clicked, ui.question, *ui.options], ui.answer_outputs,
                  show_progress_on=[ui.status], api_name="on_ask", **ctx.model_work) \
         .then(bind(on_answered, ui), [ui.asked], [ui.ask_btn, ui.order_btn, ui.order_md, ui.order_table,

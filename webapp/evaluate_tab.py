@@ -30,6 +30,7 @@ from pipeline.evaluation.run import evaluate, seconds_summary
 from pipeline.qa import Asker
 from pipeline.types import LETTERS
 
+from . import pictures as P
 from . import runs as R
 from . import views as V
 from .common import Context, bind, df, handled, message, need_sid, user_error
@@ -46,6 +47,7 @@ QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "6
 # Orders per question when "Check option order" is ticked. The box starts ticked when the settings' order_check
 # (PDFQA_ORDER_CHECK) asks for a check, and then checks that many orders; the box decides for each run.
 ORDER_CHECKS = 3
+LOST_ANY = [("any stage", ""), *[(s, s) for s in R.STAGES]]
 
 
 class Stopped(UserError):
@@ -120,6 +122,10 @@ class EvaluateTab:
     message: gr.Markdown
     score_md: gr.Markdown
     score_plot: gr.BarPlot
+    reliability: gr.HTML
+    losses: gr.HTML
+    lost_stage: gr.Dropdown
+    lost_doc: gr.Dropdown
     sub_dl: gr.DownloadButton
     trace_dl: gr.DownloadButton
     kind: gr.Radio
@@ -135,6 +141,7 @@ class EvaluateTab:
     open_btn: gr.Button
     compare_btn: gr.Button
     compare_md: gr.Markdown
+    compare_pics: gr.HTML
     deltas: gr.Dataframe
     flips: gr.Dataframe
     shown: gr.State  # the name of the run shown
@@ -149,6 +156,12 @@ class EvaluateTab:
     @property
     def run_outputs(self) -> list:
         return [self.message, self.score_md, self.score_plot, self.kind, self.qtable, self.shown, self.sub_dl,
+                self.trace_dl, self.reliability, self.losses, self.lost_stage, self.lost_doc]
+
+    @property
+    def cleared(self) -> list:
+        """What :func:`no_run` empties."""
+        return [self.score_md, self.score_plot, self.reliability, self.losses, self.qtable, self.shown, self.sub_dl,
                 self.trace_dl]
 
     @property
@@ -178,6 +191,9 @@ def _run_controls(ctx: Context) -> dict:
         got["score_plot"] = gr.BarPlot(None, x="part", y="value", y_lim=[0, 1], label="Score and its parts",
                                        elem_id="score-plot", height=240)
     with gr.Row():
+        got["reliability"] = gr.HTML(elem_id="reliability", js_on_load=None)
+        got["losses"] = gr.HTML(elem_id="losses", js_on_load=P.CLICK_JS)
+    with gr.Row():
         got["sub_dl"] = gr.DownloadButton("Download submission.csv", elem_id="download-submission", interactive=False)
         got["trace_dl"] = gr.DownloadButton("Download trace.jsonl", elem_id="download-trace", interactive=False)
     return got
@@ -186,7 +202,12 @@ def _run_controls(ctx: Context) -> dict:
 def _trace_views(ctx: Context) -> dict:
     """The per-question table and one question's trace. The page captions are above the images (the question's
     head names both pages), not laid over them, where they hid the top lines of the page."""
-    got = {"kind": gr.Radio([(k, k) for k in M.KINDS], value=M.ALL, label="Show", elem_id="error-kind")}
+    with gr.Row():
+        got = {"kind": gr.Radio([(k, k) for k in M.KINDS], value=M.ALL, label="Show", elem_id="error-kind", scale=3)}
+        got["lost_stage"] = gr.Dropdown(LOST_ANY, value="", label="Gold page lost at (or click a bar above)",
+                                        elem_id="lost-stage", scale=1)
+        got["lost_doc"] = gr.Dropdown([("any document", "")], value="", label="Gold document", elem_id="lost-doc",
+                                      scale=1)
     got["qtable"] = gr.Dataframe(df([], QUESTION_HEADERS), label="Questions — select a row for its trace",
                                  interactive=False, elem_id="question-table", wrap=True, max_height=420,
                                  column_widths=QUESTION_WIDTHS)
@@ -216,6 +237,7 @@ def _compare_views() -> dict:
             got["open_btn"] = gr.Button("Open the after run", elem_id="open-run")
             got["compare_btn"] = gr.Button("Compare before → after", elem_id="compare")
     got["compare_md"] = gr.Markdown(elem_id="compare-summary", latex_delimiters=[])
+    got["compare_pics"] = gr.HTML(elem_id="compare-pictures", js_on_load=None)
     got["deltas"] = gr.Dataframe(df([], DELTA_COLUMNS), label="Score changes", interactive=False, elem_id="deltas")
     got["flips"] = gr.Dataframe(df([], FLIP_COLUMNS), label="Questions that flipped (answer, document or page)",
                                 interactive=False, elem_id="flips", wrap=True)
@@ -274,12 +296,26 @@ def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
     qs = [SimpleNamespace(gold_doc=q.get("gold_doc")) for q in run["questions"].values()]
     m, skipped = shown_metrics(run)
     d = run["dir"]
+    titles = _titles(ctx, sid)
+    reliability, losses = P.run_pictures(run, titles)
+    docs = [(g["group"], g["doc"]) for g in R.loss_groups(run["traces"], titles, most=50)[1:]]
     return {ui.score_md: V.metrics_markdown(m, name, _missing_note(ctx, sid, qs), not_asked=skipped),
             ui.score_plot: V.metrics_frame(run["metrics"]),
             ui.kind: gr.update(choices=kind_choices(run["traces"], skipped), value=M.ALL),
-            ui.qtable: df(R.question_rows(run["traces"], run["questions"]), QUESTION_HEADERS), ui.shown: name,
+            ui.qtable: df(R.question_rows(run["traces"], run["questions"], titles), QUESTION_HEADERS), ui.shown: name,
             ui.sub_dl: gr.update(value=_download_copy(d / "submission.csv"), interactive=True),
-            ui.trace_dl: gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True)}
+            ui.trace_dl: gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True),
+            ui.reliability: reliability, ui.losses: losses, ui.lost_stage: gr.update(value=""),
+            ui.lost_doc: gr.update(choices=[("any document", ""), *docs], value="")}
+
+
+def _titles(ctx: Context, sid) -> dict[str, str]:
+    """File name → title of the library's documents (the Library's names for them)."""
+    titles: dict[str, str] = {}
+    if ctx.store.exists(sid):
+        with ctx.store.open(sid) as pipe:
+            titles = V.titles_of(pipe.library)
+    return titles
 
 
 def read_csv(ctx: Context, csv_file) -> tuple[list, list, bool]:
@@ -313,17 +349,28 @@ def on_validate(ctx: Context, ui: EvaluateTab, sid, csv_file):
     return {ui.parsed: parsed}
 
 
+def no_run(ui: EvaluateTab) -> dict:
+    """The run shown before emptied (its score, pictures, table and downloads): a new run is under way."""
+    return {ui.score_md: "", ui.score_plot: None, ui.reliability: "", ui.losses: "", ui.qtable: df([], QUESTION_HEADERS),
+            ui.shown: "", ui.sub_dl: gr.update(value=None, interactive=False),
+            ui.trace_dl: gr.update(value=None, interactive=False)}
+
+
 def on_start(ui: EvaluateTab, parsed):
-    """The progress bar at 0, a busy Run button, Stop enabled for this run, the last run's question trace cleared."""
+    """The progress bar at 0, a busy Run button, Stop enabled for this run, the last run's results cleared (they
+    read as this run's otherwise)."""
     n = len(parsed[0])
     return {ui.progress: V.progress_html(0, n, 0.0, "waiting for the model…"), ui.token: ui.stops.start(),
             ui.run_btn: gr.update(interactive=False, value="Running…"), ui.stop_btn: gr.update(interactive=True),
-            ui.message: f"Starting a run of {V.plural(n, 'question')}…", **no_trace(ui)}
+            ui.message: f"Starting a run of {V.plural(n, 'question')}…", **no_trace(ui), **no_run(ui)}
+
+
+STOPPING = "stopping: the question under way is finished first (a question is not cut short), then the rest are not asked"
 
 
 def on_stop(ui: EvaluateTab, token):
     ui.stops.stop(token)
-    return {ui.stop_btn: gr.update(interactive=False, value="Stopping…")}
+    return {ui.stop_btn: gr.update(interactive=False, value="Stopping after this question…")}
 
 
 def _work(ctx: Context, pipe, parsed, out: Path, stop: threading.Event, order: bool):
@@ -342,7 +389,7 @@ def on_run(ctx: Context, ui: EvaluateTab, sid, parsed, name, order, token):
     runs_dir = ctx.store.runs_dir(sid)
     name = R.unique_run_name(runs_dir, R.clean_run_name(name))
     notes = "".join(f"\n- {V.md_escape(p)}" for p in problems[:20])
-    t0, done, n, failed = time.perf_counter(), 0, len(questions), ""
+    t0, done, n, failed, t_last = time.perf_counter(), 0, len(questions), "", 0.0
     try:
         with ctx.store.open(sid) as pipe:
             R.save_questions(runs_dir / name, questions)
@@ -352,10 +399,14 @@ def on_run(ctx: Context, ui: EvaluateTab, sid, parsed, name, order, token):
                 if kind == "done":
                     failed = V.failed_text([t for t in val[1] if not R.not_asked(t)])
                     continue
-                done = val[0] if kind == "progress" else done
-                stage = "stopping…" if stop.is_set() else f"question {done + 1}" if done < n else ""
-                yield {ui.progress: V.progress_html(done, n, time.perf_counter() - t0, stage),
-                       ui.message: f"Run “{V.md_escape(name)}”: {done}/{n} questions answered{notes}"}
+                now = time.perf_counter() - t0
+                if kind == "progress" and val[0] != done:
+                    done, t_last = val[0], now
+                stage = STOPPING if stop.is_set() else f"question {done + 1}" if done < n else ""
+                left = None if stop.is_set() else V.time_left(done, n, now, t_last)
+                yield {ui.progress: V.progress_html(done, n, now, stage, left),
+                       ui.message: f"Run “{V.md_escape(name)}”: {done}/{n} questions answered"
+                                   f"{'; ' + STOPPING if stop.is_set() else ''}{notes}"}
     finally:
         ui.stops.finish(token)
     asked = sum(1 for t in R.load_run(runs_dir, name)["traces"] if not R.not_asked(t))
@@ -380,12 +431,27 @@ def on_open_run(ctx: Context, ui: EvaluateTab, sid, name):
     return {ui.message: f"Opened run {V.md_escape(name)}.", **run_views(ctx, ui, sid, name), **no_trace(ui)}
 
 
+def filtered_table(ctx: Context, sid, name, kind, stage="", doc=""):
+    """The question table of run ``name``: questions of error ``kind``, lost at ``stage``, of gold document ``doc``."""
+    run = R.load_run(ctx.store.runs_dir(sid), name)
+    shown = R.filter_lost(M.filter_traces(run["traces"], kind), stage or "", doc or "")
+    return df(R.question_rows(shown, run["questions"], _titles(ctx, sid)), QUESTION_HEADERS)
+
+
 @handled("filtering a run")
-def on_filter(ctx: Context, ui: EvaluateTab, sid, name, kind):
+def on_filter(ctx: Context, ui: EvaluateTab, sid, name, kind, stage, doc):
     if not name or not valid_session_id(sid):
         return gr.skip()  # no change (an empty dict is not read as one by Gradio)
-    run = R.load_run(ctx.store.runs_dir(sid), name)
-    return {ui.qtable: df(R.question_rows(M.filter_traces(run["traces"], kind), run["questions"]), QUESTION_HEADERS)}
+    return {ui.qtable: filtered_table(ctx, sid, name, kind, stage, doc)}
+
+
+@handled("filtering a run")
+def on_loss_click(ctx: Context, ui: EvaluateTab, sid, name, kind, evt: gr.EventData):
+    """A bar of "where the gold page was lost" clicked: the table lists its questions (the two pickers say so)."""
+    stage, doc = getattr(evt, "_data", {}).get("stage", ""), getattr(evt, "_data", {}).get("doc", "")
+    if not name or not valid_session_id(sid) or stage not in R.STAGES:
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
+    return {ui.lost_stage: stage, ui.lost_doc: doc, ui.qtable: filtered_table(ctx, sid, name, kind, stage, doc)}
 
 
 def question_head(rec: dict, q: dict, pred_label: str, gold_label: str) -> str:
@@ -430,28 +496,34 @@ def on_compare(ctx: Context, ui: EvaluateTab, sid, a, b):
                        not_asked=R.not_asked)
     r3 = lambda v: round(v, 3) if isinstance(v, (int, float)) else v  # noqa: E731
     rows = [[f["Question_ID"], f"{f['what']} {f['change']}", f["gold"], f["A"], f["B"]] for f in c["flips"]]
-    return {ui.compare_md: V.compare_markdown(a, b, c),
+    ra, rb = (P.run_pictures(R.load_run(ctx.store.runs_dir(sid), n), _titles(ctx, sid), n) for n in (a, b))
+    return {ui.compare_md: V.compare_markdown(a, b, c), ui.compare_pics: P.side_by_side(ra[0], rb[0])
+            + P.side_by_side(ra[1], rb[1]),
             ui.deltas: df([[d["metric"], r3(d["A"]), r3(d["B"]), r3(d["B − A"])] for d in c["deltas"]], DELTA_COLUMNS),
             ui.flips: df(rows, FLIP_COLUMNS)}
 
 
 def on_pick(ui: EvaluateTab):
     """A comparison shown is of the runs it names: picking others clears it."""
-    return {ui.compare_md: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS)}
+    return {ui.compare_md: "", ui.compare_pics: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS)}
 
 
 def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
     quiet = dict(queue=False, show_progress="hidden")
     ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed], **quiet) \
         .success(bind(on_start, ui), [ui.parsed], [ui.progress, ui.token, ui.run_btn, ui.stop_btn, ui.message,
-                                                   *ui.trace_parts], **quiet) \
+                                                   *ui.trace_parts, *ui.cleared], **quiet) \
         .success(bind(on_run, ctx, ui), [sid, ui.parsed, ui.run_name, ui.check_order, ui.token],
                  [ui.progress, *ui.run_outputs, *ui.load_outputs], show_progress="hidden", **ctx.model_work) \
         .then(bind(on_finish, ui), [ui.token], [ui.run_btn, ui.stop_btn], **quiet)
     ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
     ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
-    ui.kind.change(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind], [ui.qtable])
+    ui.kind.change(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
+    for pick in (ui.lost_stage, ui.lost_doc):
+        pick.input(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
+    ui.losses.click(bind(on_loss_click, ctx, ui), [sid, ui.shown, ui.kind], [ui.lost_stage, ui.lost_doc, ui.qtable])
     ui.qtable.select(bind(on_question, ctx, ui), [sid, ui.shown], ui.trace_parts)
-    ui.compare_btn.click(bind(on_compare, ctx, ui), [sid, ui.run_a, ui.run_b], [ui.compare_md, ui.deltas, ui.flips])
+    compared = [ui.compare_md, ui.compare_pics, ui.deltas, ui.flips]
+    ui.compare_btn.click(bind(on_compare, ctx, ui), [sid, ui.run_a, ui.run_b], compared)
     for pick in (ui.run_a, ui.run_b):
-        pick.change(bind(on_pick, ui), None, [ui.compare_md, ui.deltas, ui.flips], **quiet)
+        pick.change(bind(on_pick, ui), None, compared, **quiet)

@@ -54,10 +54,12 @@ def layout(ctx: Context) -> LibraryTab:
         with gr.Column(scale=1):
             sample_btn = gr.Button("Load the sample corpus", elem_id="load-sample")
             gr.Markdown(f"Indexes the PDFs in `{ctx.sample_dir.as_posix()}/`.")
+    # shares of the width, so long details wrap inside their cell instead of pushing columns off the screen, and
+    # every header ("Pages", "Chunks") keeps its word whole at 1280 px
     status = gr.Dataframe(df([], V.STATUS_COLUMNS), label="Indexing", interactive=False, elem_id="ingest-status",
-                          wrap=True)
+                          wrap=True, column_widths=["35%", "13%", "52%"])
     docs = gr.Dataframe(df([], V.DOC_COLUMNS), label="Documents", interactive=False, elem_id="documents",
-                        wrap=True)
+                        wrap=True, column_widths=["44%", "22%", "8%", "9%", "17%"])
     refresh = gr.Timer(3, active=False)
     with gr.Row(visible=False) as remove_row:  # shown once the library holds a document
         remove_pick = gr.Dropdown(label="Document to remove", choices=[], elem_id="remove-pick", scale=3)

@@ -15,9 +15,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.evaluation.metric import error_kinds
+from pipeline.evaluation.metric import answer_right, error_kinds
 
-from .views import short_name
+from .views import clip, doc_label, short_name
 
 _NAME = re.compile(r"[^\w.\-]+", re.UNICODE)
 
@@ -96,9 +96,16 @@ def _cut(text: str, n: int) -> str:
     return text[:n] + ("…" if len(text) > n else "")
 
 
-def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) -> list[list]:
-    """One row per question for the per-question table (plain values, no markup)."""
-    questions = questions or {}
+def _doc_cell(name: str | None, titles: dict[str, str]) -> str:
+    """A document as the Library lists it (its title, then the file name cut short), fitted to a table cell."""
+    return clip(doc_label(titles.get(name or "", ""), short_name(name)), 60) if name else ""
+
+
+def question_rows(traces: list[dict], questions: dict[str, dict] | None = None,
+                  titles: dict[str, str] | None = None) -> list[list]:
+    """One row per question for the per-question table (plain values, no markup); documents by their titles
+    (``titles``: file name → title) as in the Library."""
+    questions, titles = questions or {}, titles or {}
     rows = []
     for t in traces:
         gold = t.get("gold") or {}
@@ -109,9 +116,106 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None) 
         if free:
             answer = _cut(answer, 80) or ("" if "error" in t else "(not found)")
             gold_answer = _cut(gold_answer, 80) or ("(unanswerable)" if gold else "")
-        rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, short_name(t.get("doc")),
-                     short_name(gold.get("doc")),
+        rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, _doc_cell(t.get("doc"), titles),
+                     _doc_cell(gold.get("doc"), titles),
                      t.get("page") if t.get("page") is not None else "",
                      gold.get("page") if gold.get("page") is not None else "",
                      _errors_cell(t, gold), _order_cell(t), round(float(t.get("seconds", 0.0)), 2)])
     return rows
+
+
+# ---- the pictures: reliability and where the gold page was lost ---------------------------------------------
+BINS = 10
+
+
+def reliability(traces: list[dict], bins: int = BINS) -> list[dict]:
+    """The chosen option's probability against how often it was right, in ``bins`` equal-width bins, over the
+    questions answered with a gold answer: per bin ``lo``, ``hi``, ``n``, ``right``, mean ``conf``, ``acc``
+    (bins with no question are left out)."""
+    got = [[] for _ in range(bins)]
+    for t in traces:
+        p, a = t.get("probabilities") or {}, t.get("answer")
+        right = answer_right(t)
+        if a in p and right is not None and not t.get("error"):
+            c = float(p[a])
+            got[min(int(c * bins), bins - 1)].append((c, right))
+    return [{"lo": i / bins, "hi": (i + 1) / bins, "n": len(b), "right": sum(r for _, r in b),
+             "conf": sum(c for c, _ in b) / len(b), "acc": sum(r for _, r in b) / len(b)}
+            for i, b in enumerate(got) if b]
+
+
+def held_text(runs_dir: Path, p: float) -> str:
+    """How far a shown probability ``p`` has held: in the visitor's newest run with gold answers, how often the
+    answers shown in ``p``'s bin were right ("" when no run has gold answers)."""
+    for name in list_runs(runs_dir):
+        try:
+            bins = reliability(load_run(runs_dir, name)["traces"])
+        except (OSError, ValueError):
+            continue
+        if not bins:
+            continue
+        lo = min(int(p * BINS), BINS - 1) / BINS
+        b = next((b for b in bins if abs(b["lo"] - lo) < 1e-9), None)
+        span = f"{lo:.0%}–{lo + 1 / BINS:.0%}"
+        if b is None:
+            return f"How far that holds: your run “{name}” showed no answer at {span}, so it cannot say."
+        return (f"How far that holds: in your run “{name}”, answers shown at {span} were right "
+                f"{b['right']} of {b['n']} times.")
+    return ("How far that holds: not measured in this library yet (run a questions CSV with answers in Evaluate "
+            "to see it).")
+
+
+NOT_RETRIEVED = "not retrieved"
+BELOW_READ = "below the passages read"
+PAGE_CHOICE = "moved out by page choice"
+READ_WRONG = "read, answered wrong"
+READ_RIGHT = "read, answered right"
+NOT_ASKED = "failed or not asked"
+STAGES = [NOT_RETRIEVED, BELOW_READ, PAGE_CHOICE, READ_WRONG, READ_RIGHT, NOT_ASKED]
+
+
+def _on_gold(c: dict, gold: dict) -> bool:
+    return c.get("doc") == gold["doc"] and gold["page"] in (c.get("pages") or [])
+
+
+def loss_stage(t: dict) -> str | None:
+    """Where a question's gold page was lost: not among the retrieved passages; retrieved but ranked below the
+    passages the model read (by the reranker's score); among them by that score but moved out by page choice
+    (the re-ordering inside a long document); read, and the answer wrong — or read and answered right. None for
+    a question without a gold page."""
+    gold = t.get("gold") or {}
+    if not gold.get("doc") or gold.get("page") is None:
+        return None
+    if t.get("error") or not_asked(t):
+        return NOT_ASKED
+    cands = t.get("candidates") or []
+    if not (t.get("gold_rank") or {}).get("retrieval") and not any(_on_gold(c, gold) for c in cands):
+        return NOT_RETRIEVED
+    read = set(t.get("evidence") or [c["chunk_id"] for c in cands[:2]])
+    if any(_on_gold(c, gold) and c["chunk_id"] in read for c in cands):
+        return READ_WRONG if answer_right(t) is False else READ_RIGHT
+    by_rerank = sorted(cands, key=lambda c: -(c.get("scores") or {}).get("rerank", float("-inf")))
+    return PAGE_CHOICE if any(_on_gold(c, gold) for c in by_rerank[:len(read)]) else BELOW_READ
+
+
+def loss_groups(traces: list[dict], titles: dict[str, str] | None = None, most: int = 8) -> list[dict]:
+    """Per group — all questions, then each gold document (its title; the ``most`` with most questions) — the
+    count of questions at each stage of :func:`loss_stage`: ``{"group", "doc", "n", "counts"}``."""
+    staged = [(t, s) for t in traces if (s := loss_stage(t))]
+    if not staged:
+        return []
+    docs: dict[str, list[str]] = {}
+    for t, s in staged:
+        docs.setdefault(t["gold"]["doc"], []).append(s)
+    count = lambda ss: {k: ss.count(k) for k in STAGES}  # noqa: E731
+    out = [{"group": "all questions", "doc": "", "n": len(staged), "counts": count([s for _, s in staged])}]
+    for doc, ss in sorted(docs.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:most]:
+        out.append({"group": doc_label((titles or {}).get(doc, ""), short_name(doc)), "doc": doc, "n": len(ss),
+                    "counts": count(ss)})
+    return out
+
+
+def filter_lost(traces: list[dict], stage: str = "", doc: str = "") -> list[dict]:
+    """The questions lost at ``stage`` (all stages when empty) whose gold document is ``doc`` (any when empty)."""
+    return [t for t in traces if (not stage or loss_stage(t) == stage)
+            and (not doc or (t.get("gold") or {}).get("doc") == doc)]

@@ -37,6 +37,8 @@ CSS = """
 #answer-letter h2 {font-size: 2rem; margin: 0}
 .pdfqa-small textarea {font-size: 0.85rem}
 #ask-status, #eval-progress {font-weight: 600}
+#stale-note {background: #fef3c7; border-radius: 4px}
+#evidence-crop img, #evidence-page img {padding-top: 30px; box-sizing: content-box}
 """
 
 

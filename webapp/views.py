@@ -57,11 +57,14 @@ def clip(text: str, n: int = 300) -> str:
 
 
 _MD_MARKS = re.compile(r"(^|\s)#{1,6}\s+|\*\*|__|(?<!\w)[_*](?=\S)|(?<=\S)[_*](?!\w)")
+# the formatting tags the PDF parser writes into chunk Markdown (underline, sub/superscript, line breaks); any
+# other tag-like text (a PDF's "<img …>") is the document's own text and stays
+_FORMAT_TAGS = re.compile(r"</?(u|b|i|s|em|strong|sup|sub|br|span|mark)\s*/?>", re.IGNORECASE)
 
 
 def plain(text: str) -> str:
-    """Chunk Markdown as plain reading text: heading marks and bold/italic markers dropped."""
-    return _MD_MARKS.sub(lambda m: m.group(1) or "", text or "")
+    """Chunk Markdown as plain reading text: heading marks, bold/italic markers and formatting tags dropped."""
+    return _MD_MARKS.sub(lambda m: m.group(1) or "", _FORMAT_TAGS.sub("", text or ""))
 
 
 # ---- streaming work from a thread ------------------------------------------------
@@ -154,12 +157,14 @@ def doc_choices(docs) -> list[tuple[str, str]]:
 
 
 # ---- ask ---------------------------------------------------------------------------
-CANDIDATE_COLUMNS = ["Rank", "Document", "Pages", "Shown page", "To model", "rerank", "fused", "dense",
+CANDIDATE_COLUMNS = ["Rank", "Document", "Pages", "Shown page", "To model", "rerank", "page", "fused", "dense",
                      "lexical", "option_dense", "option_lexical", "Text"]
 # shares of the table's width (fixed pixels left the text column narrow with white space beside it at 1920 px),
 # each wide enough at 1280 px for its header's longest word ("option_lexical"): a header is never broken mid-word
-CANDIDATE_WIDTHS = ["4.5%", "11.5%", "5%", "5.5%", "5.5%", "6%", "5.5%", "5.5%", "6.5%", "10%", "11.5%", "23%"]
-SCORE_KEYS = ["rerank", "fused", "dense", "lexical", "option_dense", "option_lexical"]
+CANDIDATE_WIDTHS = ["4.5%", "11%", "5%", "5.5%", "5.5%", "5.5%", "5%", "5.5%", "5.5%", "6.5%", "10%", "11.5%",
+                    "19.5%"]
+SCORE_KEYS = ["rerank", "page", "fused", "dense", "lexical", "option_dense", "option_lexical"]
+CANDIDATE_TEXT_CHARS = 150  # a row stays three or four lines high: several candidates fit at 720 px
 
 
 def probs_frame(probabilities: dict[str, float], series: str | None = None) -> pd.DataFrame:
@@ -209,13 +214,52 @@ def lexical_only_note(details: dict) -> str:
             f"{md_escape(', '.join(names), 300)}{basis})")
 
 
-def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None, scorer: str = "") -> str:
+def searched_text(details: dict, n_docs: int) -> str:
+    """What was searched, in words: how many documents, and by what (words and meaning, or words alone)."""
+    how = ("by their words alone (the check while documents are still embedding)"
+           if details.get("flag_basis") == "lexical" else "by words and by meaning")
+    return f"{plural(n_docs, 'document')} of your library, {how}"
+
+
+def absent_text(details: dict) -> str:
+    """Why the library seems not to hold the answer: the question's words no document holds, or a weak match."""
+    missing = (details.get("flag_features") or {}).get("absent_words") or []
+    if missing:
+        return (f"the question's words {md_escape(', '.join(f'«{w}»' for w in missing), 300)} occur in no "
+                "document here")
+    return "the closest passages match the question weakly"
+
+
+def not_found_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None) -> str:
+    """A six-option answer the flag fired on: "not found" first, with why and what was searched; the model's
+    pick is named below as a guess from passages that do not seem to hold the answer, never as the result."""
     i = LETTERS.index(a.letter)
     p = a.probabilities.get(a.letter, 0.0)
-    lines = [f"## Answer: {a.letter}", f"**{a.letter})** {md_escape(q.options[i], 400)}  ",
-             f"{scorer_title(a, scorer).lower()}: {p:.0%}", ""]
+    lines = ["## Not found in your documents", f"No answer is given: {absent_text(a.details)}.  ",
+             f"Searched: {searched_text(a.details, len(titles or {}) or 1)}.", "",
+             f"*Not an answer:* the option the model leaned to over the closest passages was {a.letter}) "
+             f"{md_escape(q.options[i], 200)} ({p:.0%}); the passages it read are shown below for checking."]
+    if a.details.get("lexical_only_docs"):
+        lines.append(lexical_only_note(a.details))
+    return "\n".join(lines)
+
+
+def confidence_text(p: float, held: str = "") -> str:
+    """The answer's probability in a demo audience's words, and how far such numbers have held (``held``)."""
+    said = f"**Probability that this answer is right: {p:.0%}**"
+    return said + (f"  \n{held}" if held else "")
+
+
+def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None, scorer: str = "",
+                    held: str = "") -> str:
+    """The answer: its letter and option, how likely it is right (``held``: how far such numbers have held), its
+    document and page; "not found" instead when the pipeline's flag fired (:func:`not_found_markdown`)."""
     if not_in_documents(a):
-        lines.append(f"**{WEAK_EVIDENCE}:** the passages found match the question weakly.\n")
+        return not_found_markdown(q, a, titles)
+    i = LETTERS.index(a.letter)
+    p = a.probabilities.get(a.letter, 0.0)
+    lines = [f"## Answer: {a.letter}", f"**{a.letter})** {md_escape(q.options[i], 400)}  ", confidence_text(p, held),
+             ""]
     if a.doc_name:
         label = doc_label((titles or {}).get(a.doc_name, ""), a.doc_name)
         lines.append(f"**Document:** {md_escape(label)} — **page {a.page}**")
@@ -252,7 +296,8 @@ def candidate_rows(refs: list[dict]) -> list[list]:
         rows.append([r["rank"], doc_label(r.get("title", ""), short_name(r["doc_name"])), ", ".join(map(str, r["pages"])),
                      r["page"],
                      "yes" if r["evidence"] else "",
-                     *[round(sc[k], 3) if k in sc else None for k in SCORE_KEYS], clip(plain(r["text"]), 300)])
+                     *[round(sc[k], 3) if k in sc else None for k in SCORE_KEYS],
+                     clip(plain(r["text"]), CANDIDATE_TEXT_CHARS)])
     return rows
 
 
@@ -262,7 +307,7 @@ def why_markdown(q: Question, a: Answer, why: dict[str, list], k: int = 2) -> st
     lines under both said nothing about why one won), and a sentence says so."""
     if not why:
         return ""
-    (chosen, mine), *rest = list(why.items())
+    (chosen, mine), *rest = [(L, _unique(lines)) for L, lines in why.items()]
     mine = mine[:k]
     seen = {(ln.page, ln.text) for ln in mine}
     cells = [(chosen, mine)]
@@ -283,6 +328,17 @@ def why_markdown(q: Question, a: Answer, why: dict[str, list], k: int = 2) -> st
     what = "the chosen option and the runner-up" if len(cells) > 1 else "the chosen option"
     return (f"**Why this answer** (the evidence lines for {what}).{note}\n\n| " + " | ".join(heads) + " |\n|"
             + "---|" * len(cells) + "\n| " + " | ".join(bodies) + " |")
+
+
+def _unique(lines: list) -> list:
+    """Evidence lines without repeats (the same line on one page, found twice, is shown once)."""
+    seen, out = set(), []
+    for ln in lines:
+        key = (ln.page, " ".join(str(ln.text).split()))
+        if key not in seen:
+            seen.add(key)
+            out.append(ln)
+    return out
 
 
 def timing_rows(timings: dict[str, float]) -> list[list]:
@@ -377,9 +433,20 @@ def duration(seconds: float) -> str:
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
 
-def progress_html(done: int, total: int, elapsed: float, stage: str = "") -> str:
-    """The Evaluate progress bar: questions done / total, time elapsed and (after the first) time left."""
-    left = f" · about {duration(elapsed / done * (total - done))} left" if 0 < done < total else ""
+def time_left(done: int, total: int, elapsed: float, t_last: float) -> float | None:
+    """Seconds left, from the questions done by ``t_last`` (when the last one ended): the questions to come at
+    their mean time, less what the current one has run. It goes down while a question runs (never below the
+    questions after it): a slow question does not make the estimate climb. None before the first question."""
+    if not 0 < done < total:
+        return None
+    per = t_last / done
+    return max(per * (total - done) - (elapsed - t_last), per * (total - done - 1))
+
+
+def progress_html(done: int, total: int, elapsed: float, stage: str = "", left: float | None = None) -> str:
+    """The Evaluate progress bar: questions done / total, time elapsed, time ``left`` (:func:`time_left`; None
+    when there is nothing to estimate, e.g. a stopped or finished run) and the ``stage``."""
+    left = f" · about {duration(left)} left" if left is not None and 0 < done < total else ""
     pct = 100 * done / total if total else 0
     note = f" · {html.escape(stage)}" if stage else ""
     return (f'<div id="eval-progress-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{total}" '

@@ -9,6 +9,11 @@ a Markdown ``#`` line (a larger font), not a bold label. A title that is one
 word ("ІНСТРУКЦІЯ") takes the next lines with it ("ІНСТРУКЦІЯ для медичного
 застосування препарату АМОКСИЦИЛІН"), up to a label ("Склад:") or a heading. Long
 titles are cut at a clause boundary (", ", "; ", " — ") or a word, with "…".
+
+An official document opens with its approval stamp ("ЗАТВЕРДЖЕНО / Заступник Міністра … / Олексій НІКІТЕНКО /
+___ 2025 р.", "ПОГОДЖЕНО Протокол № 3"): the stamp word's line and the signatory's lines after it (positions,
+institutions, names, dates and numbers) are boilerplate, never the title; the title is what follows ("ПРАВИЛА
+спортивних змагань з …").
 """
 from __future__ import annotations
 
@@ -36,11 +41,20 @@ _HEXLIKE = re.compile(r"^[0-9a-f]{12,}$|^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-
 _CLAUSE = re.compile(r"[,;:]\s|\s[—–-]\s")
 _WORD = re.compile(r"[^\W\d_]{4,}")  # a word of four letters or more (not "для", "при", "the")
 _STEM = 5  # words are compared by their first letters, so that inflected forms match ("архів", "архівних")
+_COMMENT = re.compile(r"<!--.*?(-->|$)")
+# an approval stamp's opening word (Ukrainian, Russian, English), and what its signatory lines hold
+_STAMP = re.compile(r"^(ЗАТВЕРДЖЕН[ОІАИ]Й?|ЗАТВЕРДЖУЮ|ПОГОДЖЕН[ОІАИ]Й?|ПОГОДЖУЮ|УХВАЛЕН[ОІАИ]Й?|СХВАЛЕН[ОІАИ]Й?|"
+                    r"УТВЕРЖД[А-Я]+|СОГЛАСОВАН[ОА]|APPROVED|AGREED)(\W|$)", re.IGNORECASE)
+_SIGNATORY = re.compile(r"міністр|заступник|голов[аиі]|директор|президент|ректор|начальник|керівник|секретар|"
+                        r"наказ|протокол|рішенн|постанов|засіданн|україн|федераці|комітет|департамент|управлінн|"
+                        r"підпис|№|\b(19|20)\d\d\b|\bвід\b|\bм\.\s?п\b", re.IGNORECASE)
+_UP, _LOW = "A-ZА-ЯІЇЄҐ", "a-zа-яіїєґ'’\\-"
+_NAME = re.compile(rf"^([{_UP}][{_LOW}]+\s+)?([{_UP}]\.\s?){{0,2}}[{_UP}'’\-]{{3,}}$|^([{_UP}]\.\s?){{1,2}}[{_UP}][{_LOW}]+$")
 
 
 def clean(text: str) -> str:
     """One line of plain text: no Markdown/HTML markers, control or bidi characters, runs of spaces."""
-    text = _MARKS.sub(" ", _TAG.sub("", unicodedata.normalize("NFC", str(text))))
+    text = _MARKS.sub(" ", _TAG.sub("", _COMMENT.sub("", unicodedata.normalize("NFC", str(text)))))
     text = "".join(" " if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c for c in text)
     text = re.sub(r"\s+([®™©])", r"\1", " ".join(text.split()))  # "ЕЛОКОМ <sup>®</sup>" -> "ЕЛОКОМ®"
     return text.strip(" .:;,-–—")
@@ -119,6 +133,35 @@ def belongs(title: str, texts: Sequence[str]) -> bool:
     return sum(w in body for w in words) > len(words) / 2
 
 
+def _signatory(line: str) -> bool:
+    """Whether a (clean) line after a stamp word continues the stamp: empty, a continuation in lower case, a
+    position, institution, name, date or number. A line opening with a word in capitals ("ПРАВИЛА …") does not."""
+    if not line:
+        return True
+    first = line.split()[0]
+    if len(first) >= 4 and first.isalpha() and first.isupper():
+        return False
+    return line[0].islower() or bool(_SIGNATORY.search(line)) or bool(_NAME.match(line))
+
+
+def stamp_lines(lines: list[str], most: int = 8) -> set[int]:
+    """The indexes of an approval stamp's lines: a line opening with a stamp word and up to ``most`` signatory
+    lines after it (:func:`_signatory`)."""
+    out: set[int] = set()
+    i = 0
+    while i < len(lines):
+        if not _STAMP.match(clean(lines[i])):
+            i += 1
+            continue
+        out.add(i)
+        i, taken = i + 1, 0
+        while i < len(lines) and taken < most and _signatory(clean(lines[i])):
+            taken += bool(clean(lines[i]))
+            out.add(i)
+            i += 1
+    return out
+
+
 def _markdown(pages: Sequence[Page | str]) -> list[str]:
     return [p if isinstance(p, str) else p.markdown for p in list(pages)[:_PAGES]]
 
@@ -130,7 +173,8 @@ def _with_next_lines(lines: list[str], i: int, max_chars: int) -> str:
         return title
     for raw in [r for r in lines[i + 1:i + 12] if clean(r)][:3]:  # Markdown puts blank lines between
         nxt = clean(raw)
-        if raw.lstrip().startswith("#") or raw.rstrip(" *_").endswith(":") or _letters(nxt) < 2 \
+        heading = raw.lstrip().startswith("#") and not nxt[:1].islower()  # a heading in lower case continues it
+        if heading or raw.rstrip(" *_").endswith(":") or _letters(nxt) < 2 \
                 or len(title) + 1 + len(nxt) > max_chars:  # a new heading, a label ("Склад:"), too long
             break
         title = f"{title} {nxt}"
@@ -142,18 +186,33 @@ def _first_heading(texts: list[str], name: str, max_chars: int) -> str:
     page that has one; bold lines and run-in labels ("**Склад:**") are section names, not titles."""
     for md in texts:
         lines = md.splitlines()
+        stamp = stamp_lines(lines)
         heads = [(len(m.group(1)), i) for i, line in enumerate(lines)
-                 if (m := _HEADING.match(line)) and usable(m.group(2), name)]
+                 if i not in stamp and (m := _HEADING.match(line)) and usable(m.group(2), name)]
         if heads:
             return _with_next_lines(lines, min(heads)[1], max_chars)
+    return ""
+
+
+def _after_stamp(texts: list[str], name: str, max_chars: int) -> str:
+    """The first usable line after an approval stamp (an official document's title follows its stamp)."""
+    for md in texts:
+        lines = md.splitlines()
+        stamp = stamp_lines(lines)
+        if stamp:
+            for i in range(max(stamp) + 1, len(lines)):
+                if usable(_HEADING.sub(r"\2", lines[i]), name):
+                    return _with_next_lines(lines, i, max_chars)
+            return ""
     return ""
 
 
 def _first_line(texts: list[str], name: str, max_chars: int) -> str:
     for md in texts:
         lines = md.splitlines()
+        stamp = stamp_lines(lines)
         for i, line in enumerate(lines):
-            if usable(line, name):
+            if i not in stamp and usable(line, name):
                 return _with_next_lines(lines, i, max_chars)
     return ""
 
@@ -164,14 +223,16 @@ def title_of(pdf, pages: Sequence[Page | str], name: str = "", max_chars: int = 
 
     ``pdf`` is the PDF's bytes or an open ``pymupdf.Document`` (or None); ``pages`` the parsed
     :class:`Page` objects or their Markdown; ``name`` the file name (a metadata title equal to it is
-    refused; with nothing else usable its stem is the title). At most ``max_chars`` characters.
+    refused; with nothing else usable its stem is the title). After an approval stamp, the line that follows
+    it comes before any heading. At most ``max_chars`` characters.
     """
     meta = clean(_metadata_title(pdf))
     texts = _markdown(pages)
     shown = shorten(meta, max_chars)  # judged as shown: a long one's tail (a leaflet's packaging) is on later pages
     if usable(meta, name) and belongs(shown, texts):
         return shown
-    for found in (_first_heading(texts, name, max_chars), _first_line(texts, name, max_chars)):
+    for found in (_after_stamp(texts, name, max_chars), _first_heading(texts, name, max_chars),
+                  _first_line(texts, name, max_chars)):
         if found:
             return shorten(found, max_chars)
     stem = " ".join(PurePath(str(name).replace("\\", "/")).stem.split())  # as it is: "scan_0001"
