@@ -23,6 +23,7 @@ from pipeline.types import LETTERS, Candidate, Question
 from . import views as V
 from .blocks import BlockError, parse_block
 from .common import NO_SESSION, Context, bind, df, handled, message, need_sid, user_error
+from .line import served
 from .sessions import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -177,9 +178,10 @@ def on_validate(ctx: Context, sid, question, *options):
         raise user_error("The library is empty: add PDFs on the Library tab first.")
 
 
-def on_start(ui: AskTab):
-    return {ui.status: "Waiting for the model… (queued behind other questions if any)",
-            ui.ask_btn: gr.update(interactive=False, value="Answering…"), ui.clicked: time.time(),
+def on_start(ctx: Context, ui: AskTab):
+    ctx.line.join(ticket := time.time())
+    return {ui.status: ctx.line.message(ticket),
+            ui.ask_btn: gr.update(interactive=False, value="Answering…"), ui.clicked: ticket,
             ui.order_btn: gr.update(interactive=False)}
 
 
@@ -256,6 +258,7 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {}}
 
 
+@served
 def on_ask(ctx: Context, ui: AskTab, sid, t_click, question, *options):
     wait = max(0.0, time.time() - float(t_click or time.time()))
     q = Question("ui", (question or "").strip(), [(o or "").strip() for o in options])
@@ -318,7 +321,7 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
     ui.examples.click(bind(on_example, ctx, ui), [ui.examples], fields)
     quiet = dict(queue=False, show_progress="hidden")
     ui.ask_btn.click(bind(on_validate, ctx), [sid, ui.question, *ui.options], None, show_progress="hidden") \
-        .success(bind(on_start, ui), None, [ui.status, ui.ask_btn, ui.clicked, ui.order_btn], **quiet) \
+        .success(bind(on_start, ctx, ui), None, [ui.status, ui.ask_btn, ui.clicked, ui.order_btn], **quiet) \
         .success(bind(on_ask, ctx, ui), [sid, ui.clicked, ui.question, *ui.options], ui.answer_outputs,
                  show_progress_on=[ui.status], api_name="on_ask", **ctx.model_work) \
         .then(bind(on_answered, ui), [ui.asked], [ui.ask_btn, ui.order_btn, ui.order_md, ui.order_table,
