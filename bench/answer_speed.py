@@ -117,6 +117,9 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
     for line in sys.stdin:
         job = json.loads(line)
         name, q = job["set"], qs[job["set"]][job["qid"]]
+        if job.get("profile"):
+            print(json.dumps(profile(pipes[name], q)), flush=True)
+            continue
         t = time.perf_counter()
         a = pipes[name].ask(q)
         secs = time.perf_counter() - t
@@ -130,10 +133,44 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
               flush=True)
 
 
+def profile(pipe, q) -> dict:
+    """One question's path, stage by stage, with the answer model's decode calls counted (tokens, seconds):
+    the batch run's answer, then the Ask tab's extras on the same question (option-order check, free form)."""
+    ctx = pipe.models.answerer.llm._ctx
+    decode, calls = ctx.decode, []
+
+    def counted(batch):
+        t = time.perf_counter()
+        decode(batch)
+        calls.append((batch.n_tokens(), time.perf_counter() - t))
+
+    def took(label: str, fn):
+        calls.clear()
+        t = time.perf_counter()
+        got = fn()
+        out[label] = {"s": time.perf_counter() - t, "decodes": len(calls), "tokens": sum(n for n, _ in calls),
+                      "decode_s": sum(x for _, x in calls)}
+        return got
+
+    out: dict = {}
+    ctx.decode = counted
+    try:
+        retrieved, reranked, tm = took("retrieve+rerank+pages", lambda: pipe.retrieve(q))
+        a = took("answer+flag", lambda: pipe.answer(q, retrieved, reranked, tm))
+        out["stages"] = {k: round(v, 3) for k, v in a.timings.items()}
+        out["prompt_tokens"] = a.details.get("prompt_tokens")
+        took("again (prompt cached)", lambda: pipe.ask(q))
+        took("option-order check (6 orders)", lambda: pipe.order_check(q, a.evidence, 6))
+        took("free form (no options)", lambda: pipe.ask_free(q.text))
+    finally:
+        ctx.decode = decode
+    return out
+
+
 class Worker:
     def __init__(self, label: str, overrides: dict, tree: Path, roots: dict, csvs: dict):
         self.label = label
-        env = {**os.environ, "PYTHONPATH": str(tree)}
+        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}  # another checkout: read only
         spec = json.dumps({"overrides": overrides, "roots": {k: str(v) for k, v in roots.items()},
                            "csvs": {k: str(v) for k, v in csvs.items()}})
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", spec], cwd=tree,
@@ -148,6 +185,11 @@ class Worker:
 
     def ask(self, name: str, qid: str) -> dict:
         self.proc.stdin.write(json.dumps({"set": name, "qid": qid}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def profile(self, name: str, qid: str) -> dict:
+        self.proc.stdin.write(json.dumps({"set": name, "qid": qid, "profile": True}) + "\n")
         self.proc.stdin.flush()
         return self._read()
 
@@ -183,8 +225,8 @@ def prepare(names: list[str], data_dir: Path, long_dir: Path, unlp_dir: Path, n_
     return roots, csvs
 
 
-def pick(qids: list[str], every: int, limit: int | None) -> list[str]:
-    out = qids[::max(1, every)]
+def pick(qids: list[str], every: int, limit: int | None, offset: int = 0) -> list[str]:
+    out = qids[offset::max(1, every)]
     return out[:limit] if limit else out
 
 
@@ -217,11 +259,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unlp", type=Path, default=Path("../shared/unlp"))
     ap.add_argument("--only", choices=["unlp", "long"], default=None, help="one set only")
     ap.add_argument("--every", type=int, default=1, help="every Nth question of each set")
+    ap.add_argument("--offset", type=int, default=0, help="with --every: start at the Nth question (0-based)")
     ap.add_argument("--limit", type=int, default=None, help="at most N questions per set (after --every)")
     ap.add_argument("--base-tree", type=Path, default=None,
                     help="the baseline runs this checkout's code with its defaults (else this one, main's path)")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
                     help=f"a variant (default: {', '.join(DEFAULT_VARIANTS)}: this checkout's default, then Q4_K_M)")
+    ap.add_argument("--profile", default=None, metavar="QID",
+                    help="instead: one question's path per variant (stages, decode calls, the Ask tab's extras)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     names = [a.only] if a.only else ["unlp", "long"]
@@ -235,11 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     for w in workers:
         print(f"{w.label}: {w.ready['model']} ({w.ready['format']}), loaded in {w.ready['load_s']:.1f} s, "
               f"RSS {w.ready['rss_after_load_mb']:.0f} MB", flush=True)
+    if a.profile:
+        for name in names:
+            qid = a.profile if a.profile in {q.qid for q in read_questions(Path(csvs[name]).read_bytes())[0]} else \
+                read_questions(Path(csvs[name]).read_bytes())[0][0].qid
+            for w in workers:
+                print(f"## {name} {qid} — {w.label}\n" + json.dumps(w.profile(name, qid), indent=1), flush=True)
+        for w in workers:
+            w.close()
+        return 0
     recs: dict[str, dict[str, list[dict]]] = {n: {w.label: [] for w in workers} for n in names}
-    t0 = time.time()
+    t0, load_before = time.time(), os.getloadavg()
     k = 0
     for name in names:
-        qids = pick([q.qid for q in read_questions(Path(csvs[name]).read_bytes())[0]], a.every, a.limit)
+        qids = pick([q.qid for q in read_questions(Path(csvs[name]).read_bytes())[0]], a.every, a.limit, a.offset)
         for i, qid in enumerate(qids, 1):
             order = workers[k % len(workers):] + workers[:k % len(workers)]  # who goes first turns each question
             k += 1
@@ -257,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                    for label, rs in per.items()} for n, per in recs.items()}
     print(table(summary, base))
     run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python -m bench.answer_speed " + " ".join(argv), "machine": machine(),
+           "command": "python -m bench.answer_speed " + " ".join(argv), "machine": {**machine(), "load_before": load_before},
            "minutes": (time.time() - t0) / 60, "variants": {w.label: {**w.ready, "settings": variants[w.label][0],
                                                                      "tree": str(variants[w.label][1])}
                                                             for w in workers},

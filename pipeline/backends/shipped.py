@@ -101,6 +101,7 @@ def converted_bf16(src: Path, threads: int = 0) -> Path:
     import ctypes
 
     import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
 
     out = src.with_name(src.name.replace("q4_k_m", "bf16") if "q4_k_m" in src.name else src.stem + "-bf16.gguf")
     note = out.with_suffix(".from")
@@ -112,7 +113,8 @@ def converted_bf16(src: Path, threads: int = 0) -> Path:
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_BF16
     params.allow_requantize = True  # Q4_K_M → f32 → BF16: the shipped weights, not new ones
     params.nthread = threads or os.cpu_count() or 1
-    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+    with suppress_stdout_stderr():  # llama.cpp prints a line per tensor
+        rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
     if rc != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
         raise ModelMissing(f"converting {src.name} to BF16 failed (llama_model_quantize returned {rc})")
