@@ -48,3 +48,22 @@ def test_served_handler_measures_and_leaves_even_when_it_fails():
     except RuntimeError:
         pass
     assert ctx.line.ahead(9.0) == 0 and len(ctx.line._seconds) == 1  # a failure is not a measured answer
+
+
+def test_the_ask_tab_puts_a_question_in_line_and_takes_it_out():
+    import inspect
+
+    from webapp import ask_tab
+    from webapp.common import bind
+
+    ctx = types.SimpleNamespace(line=Line())
+    ui = types.SimpleNamespace(status="status", ask_btn="btn", clicked="clicked", order_btn="order")
+    ctx.line.join(0.5)  # someone else's question, waiting
+    out = ask_tab.on_start(ctx, ui)
+    ticket = out["clicked"]
+    assert out["status"] == "Waiting for the model… (1 question ahead of yours)" and ctx.line.ahead(ticket + 1) == 2
+    call = bind(ask_tab.on_ask, ctx, ui)
+    assert inspect.isgeneratorfunction(call) and list(inspect.signature(call).parameters)[:3] == ["sid", "t_click",
+                                                                                                 "question"]
+    said = list(call("not a session id", ticket, "Питання?", *["x"] * 6))  # answered (here: refused) and gone
+    assert said and ctx.line.ahead(ticket + 1) == 1
