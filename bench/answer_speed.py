@@ -171,8 +171,8 @@ class Worker:
     def __init__(self, label: str, overrides: dict, tree: Path, roots: dict, csvs: dict):
         self.label = label
         env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}  # another checkout: read only
-        spec = json.dumps({"overrides": overrides, "roots": {k: str(v) for k, v in roots.items()},
-                           "csvs": {k: str(v) for k, v in csvs.items()}})
+        spec = json.dumps({"overrides": overrides, "roots": {k: str(Path(v).resolve()) for k, v in roots.items()},
+                           "csvs": {k: str(Path(v).resolve()) for k, v in csvs.items()}})  # the worker's cwd is its tree
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", spec], cwd=tree,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.ready = self._read()

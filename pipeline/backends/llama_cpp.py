@@ -185,8 +185,8 @@ class LlamaCppAnswerer(Answerer):
         each over the first ``n_past`` cached tokens (one pass over the weights, not one per continuation);
         one decode each where batching is off or they do not fit one batch."""
         llm = self.llm
-        longer = [(s, t) for s, t in enumerate(toks, 1) if len(t) > 1]
-        total = sum(len(t) - 1 for _, t in longer)
+        longer = [i for i, t in enumerate(toks) if len(t) > 1]  # continuation i is sequence k + 1, k its place here
+        total = sum(len(toks[i]) - 1 for i in longer)
         if not self._batched or len(longer) < 2 or len(longer) >= SEQUENCES or total > llm.n_batch:
             return [self._continuation(n_past, first, t) if t else [] for t in toks]
         import llama_cpp
@@ -194,23 +194,25 @@ class LlamaCppAnswerer(Answerer):
         mem = llm._ctx.memory
         llama_cpp.llama_memory_seq_rm(mem, 0, n_past, -1)
         b, j = llm._batch.batch, 0
-        for s, t in longer:
-            llama_cpp.llama_memory_seq_rm(mem, s, -1, -1)
-            llama_cpp.llama_memory_seq_cp(mem, 0, s, 0, n_past)  # the prompt's cells, shared
-            for i, tok in enumerate(t[:-1]):
-                b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, n_past + i, 1, True
-                b.seq_id[j][0] = s
+        for seq, i in enumerate(longer, 1):
+            llama_cpp.llama_memory_seq_rm(mem, seq, -1, -1)
+            llama_cpp.llama_memory_seq_cp(mem, 0, seq, 0, n_past)  # the prompt's cells, shared
+            for pos, tok in enumerate(toks[i][:-1]):
+                b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, n_past + pos, 1, True
+                b.seq_id[j][0] = seq
                 j += 1
         b.n_tokens = j
         try:
             llm._ctx.decode(llm._batch)
             rows = iter(self._logits(total))
         finally:
-            for s, _ in longer:
-                llama_cpp.llama_memory_seq_rm(mem, s, -1, -1)
+            for seq in range(1, len(longer) + 1):
+                llama_cpp.llama_memory_seq_rm(mem, seq, -1, -1)
             llm.n_tokens = n_past
-        out = {s: [float(first[t[0]])] + [float(next(rows)[x]) for x in t[1:]] for s, t in longer}
-        return [out.get(s) or ([float(first[t[0]])] if t else []) for s, t in enumerate(toks, 1)]
+        out = [[float(first[t[0]])] if t else [] for t in toks]
+        for i in longer:
+            out[i] += [float(next(rows)[x]) for x in toks[i][1:]]
+        return out
 
     def fit(self, text: str, budget: int, terms: set[str]) -> str:
         return fit_lines(text, budget, terms, lambda line: len(self._tok(line)))
