@@ -158,7 +158,8 @@ def test_format_follows_the_cpu_unless_set(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\n")
     assert {"avx512_bf16", "avx2"} <= cpu_flags(info) and cpu_flags(tmp_path / "none") == set()
-    assert choose_format("auto", cpu_flags(info))[0] == "bf16"
+    assert choose_format("auto", cpu_flags(info), built=True)[0] == "bf16"
+    assert choose_format("auto", cpu_flags(info), built=False)[0] == "q4_k_m"  # a build without its code
     assert choose_format("auto", {"avx2", "avx512f", "avx512_vnni"})[0] == "q4_k_m"
     assert choose_format("q4_k_m", {"avx512_bf16"}) == ("q4_k_m", "set by answer_format")
     assert choose_format("bf16", set())[0] == "bf16"

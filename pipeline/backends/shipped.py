@@ -81,18 +81,26 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     return set()
 
 
-def choose_format(setting: str = "auto", flags: set[str] | None = None) -> tuple[str, str]:
-    """The answer model's format and why: ``auto`` takes BF16 where the CPU has AVX512_BF16 (llama.cpp reads
-    prompts faster in BF16 there, slower than Q4_K_M without it), else the shipped Q4_K_M; a named format is
-    taken as it is (``PDFQA_ANSWER_FORMAT``)."""
+def built_with_bf16() -> bool:
+    """Whether this llama.cpp build has its AVX512_BF16 code (``GGML_NATIVE`` on such a CPU, as setup builds)."""
+    import llama_cpp
+
+    return "AVX512_BF16 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace")
+
+
+def choose_format(setting: str = "auto", flags: set[str] | None = None, built: bool | None = None) -> tuple[str, str]:
+    """The answer model's format and why: ``auto`` takes BF16 where the CPU has AVX512_BF16 and llama.cpp was
+    built with it (BF16 prompts are faster there, slower than Q4_K_M without it), else the shipped Q4_K_M; a named
+    format is taken as it is (``PDFQA_ANSWER_FORMAT``)."""
     if setting != "auto":
         if setting not in FORMATS:
             raise ValueError(f"answer_format={setting!r}; known: auto, {', '.join(FORMATS)}")
         return setting, "set by answer_format"
-    flags = cpu_flags() if flags is None else flags
-    if "avx512_bf16" in flags:
-        return "bf16", "auto: the CPU has AVX512_BF16"
-    return "q4_k_m", "auto: the CPU has no AVX512_BF16"
+    if "avx512_bf16" not in (cpu_flags() if flags is None else flags):
+        return "q4_k_m", "auto: the CPU has no AVX512_BF16"
+    if not (built_with_bf16() if built is None else built):
+        return "q4_k_m", "auto: llama.cpp was built without AVX512_BF16"
+    return "bf16", "auto: the CPU and llama.cpp have AVX512_BF16"
 
 
 def converted_bf16(src: Path, threads: int = 0) -> Path:
