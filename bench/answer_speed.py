@@ -244,6 +244,50 @@ def table(summary: dict, base: str) -> str:
     return "\n".join(lines)
 
 
+def record(out: Path, run: dict, recs: dict, base: str, complete: bool, **extra) -> dict:
+    """The run's summary (per set and variant, paired with ``base``) written with its records into ``out``
+    (replacing the entry of the same run, keeping the others); returns the summary."""
+    summary = {n: {label: {**summarise(rs, None if label == base else per[base]),
+                           "peak_rss_mb": max((r["peak_rss_mb"] for r in rs), default=float("nan"))}
+                   for label, rs in per.items() if rs} for n, per in recs.items()}
+    entry = {**run, **extra, "complete": complete, "machine": {**run["machine"], "load_now": os.getloadavg()},
+             "summary": summary, "records": recs}
+    old = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    old["runs"] = [r for r in old["runs"] if r["date"] != run["date"]] + [entry]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(old, indent=1, ensure_ascii=False))
+    return summary
+
+
+def from_log(path: Path, first: int | None = None) -> dict:
+    """Seconds, answers and flips read back from a run's printed question lines (a run stopped before it wrote
+    its records: no scores, tokens or memory there); ``first``: only the first N questions of each set."""
+    import re
+
+    rows: dict[str, list[dict]] = {}
+    for ln in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\[(\w+) (\d+)/\d+\] \S+ (.*)$", ln)
+        if m and (first is None or int(m[2]) <= first):
+            got = {k: {"letter": v[0], "right": v[1] == "✓", "seconds": float(v[3:-1])}
+                   for k, v in (x.split("=", 1) for x in m[3].split())}
+            rows.setdefault(m[1], []).append(got)
+    out = {}
+    for name, qs in rows.items():
+        base = list(qs[0])[0]
+        for label in qs[0]:
+            b = sum(1 for q in qs if q[base]["right"] and not q[label]["right"])
+            c = sum(1 for q in qs if not q[base]["right"] and q[label]["right"])
+            secs, bs = [q[label]["seconds"] for q in qs], [q[base]["seconds"] for q in qs]
+            out.setdefault(name, {})[label] = {
+                "n": len(qs), "p50_s": quantile(secs, 0.5), "p95_s": quantile(secs, 0.95),
+                "p50_ratio": quantile(secs, 0.5) / quantile(bs, 0.5), "p95_ratio": quantile(secs, 0.95) / quantile(bs, 0.95),
+                "paired_median_ratio": statistics.median(q[label]["seconds"] / q[base]["seconds"] for q in qs),
+                "answer_accuracy": statistics.fmean(q[label]["right"] for q in qs),
+                "changed": sum(q[label]["letter"] != q[base]["letter"] for q in qs),
+                "right_to_wrong": b, "wrong_to_right": c, "mcnemar_p": mcnemar_p(b, c)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
@@ -268,7 +312,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default=None, metavar="QID",
                     help="instead: one question's path per variant (stages, decode calls, the Ask tab's extras)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--from-log", type=Path, default=None, metavar="LOG",
+                    help="instead: the figures a stopped run printed, read back from its log (and recorded)")
+    ap.add_argument("--first", type=int, default=None, help="--from-log: the first N questions of each set only")
     a = ap.parse_args(argv)
+    if a.from_log:
+        got = from_log(a.from_log, a.first)
+        for name, per in got.items():
+            for label, m in per.items():
+                print(f"{name} {label}: " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                                                   for k, v in m.items()))
+        old = json.loads(a.out.read_text()) if a.out.exists() else {"runs": []}
+        old["runs"].append({"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                            "command": "python -m bench.answer_speed " + " ".join(argv), "machine": machine(),
+                            "from_log": str(a.from_log), "complete": False, "summary": got})
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(old, indent=1, ensure_ascii=False))
+        return 0
     names = [a.only] if a.only else ["unlp", "long"]
     variants = {"main": ({} if a.base_tree else dict(MAIN_PATH), (a.base_tree or HERE).resolve())}
     for label, over in ({v.partition(":")[0]: parse_overrides([p for p in v.partition(":")[2].split(",") if p])
@@ -290,7 +350,12 @@ def main(argv: list[str] | None = None) -> int:
             w.close()
         return 0
     recs: dict[str, dict[str, list[dict]]] = {n: {w.label: [] for w in workers} for n in names}
-    t0, load_before = time.time(), os.getloadavg()
+    t0 = time.time()
+    run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "command": "python -m bench.answer_speed " + " ".join(argv),
+           "machine": {**machine(), "load_before": os.getloadavg()},
+           "variants": {w.label: {**w.ready, "settings": variants[w.label][0], "tree": str(variants[w.label][1])}
+                        for w in workers}}
     k = 0
     for name in names:
         qids = pick([q.qid for q in read_questions(Path(csvs[name]).read_bytes())[0]], a.every, a.limit, a.offset)
@@ -300,27 +365,15 @@ def main(argv: list[str] | None = None) -> int:
             got = {w.label: w.ask(name, qid) for w in order}
             for label, r in got.items():
                 recs[name][label].append(r)
+            record(a.out, run, recs, workers[0].label, complete=False)  # an interrupted run keeps what it measured
             print(f"[{name} {i}/{len(qids)}] {qid} " + " ".join(
                 f"{w.label}={got[w.label]['letter']}{'✓' if got[w.label]['right'] else '✗'}"
                 f"/{got[w.label]['seconds']:.1f}s" for w in workers), flush=True)
     for w in workers:
         w.close()
-    base = workers[0].label
-    summary = {n: {label: {**summarise(rs, None if label == base else per[base]),
-                           "peak_rss_mb": max((r["peak_rss_mb"] for r in rs), default=float("nan"))}
-                   for label, rs in per.items()} for n, per in recs.items()}
-    print(table(summary, base))
-    run = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python -m bench.answer_speed " + " ".join(argv), "machine": {**machine(), "load_before": load_before},
-           "minutes": (time.time() - t0) / 60, "variants": {w.label: {**w.ready, "settings": variants[w.label][0],
-                                                                     "tree": str(variants[w.label][1])}
-                                                            for w in workers},
-           "summary": summary, "records": recs}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(a.out.read_text()) if a.out.exists() else {"runs": []}
-    old["runs"].append(run)
-    a.out.write_text(json.dumps(old, indent=1, ensure_ascii=False))
-    print(f"written to {a.out} (run {len(old['runs'])})")
+    summary = record(a.out, run, recs, workers[0].label, complete=True, minutes=(time.time() - t0) / 60)
+    print(table(summary, workers[0].label))
+    print(f"written to {a.out}")
     return 0
 
 
