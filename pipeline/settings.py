@@ -128,6 +128,12 @@ class Settings(BaseSettings):
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
     llama_extra_buffers: Literal["auto", "on", "off"] = "auto"  # llama.cpp AMX/repacked weights; auto: off on AMX CPUs
+    # llama.cpp answer model's format (pipeline/backends/shipped.py, bench/answer_speed.md): auto = BF16 converted
+    # once from the shipped Q4_K_M where the CPU has AVX512_BF16 (faster prompts there), else the shipped Q4_K_M
+    answer_format: Literal["auto", "q4_k_m", "bf16"] = "auto"
+    # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
+    # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
+    llama_batch_continuations: bool = True
     passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4

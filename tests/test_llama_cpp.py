@@ -149,3 +149,56 @@ def test_listed_scorer_with_prior_weight_holds_in_every_order_of_the_options(mod
         plain.append(picked(shown, w0))
     assert picks == ["щотижня"] * 6, picks
     assert plain.count("щотижня") < 6, plain
+
+
+# ---- the model's format (shipped.py) and the batched continuations (issue 34) ------------------------------------
+def test_format_follows_the_cpu_unless_set(tmp_path):
+    from pipeline.backends.shipped import choose_format, cpu_flags
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\n")
+    assert {"avx512_bf16", "avx2"} <= cpu_flags(info) and cpu_flags(tmp_path / "none") == set()
+    assert choose_format("auto", cpu_flags(info), built=True)[0] == "bf16"
+    assert choose_format("auto", cpu_flags(info), built=False)[0] == "q4_k_m"  # a build without its code
+    assert choose_format("auto", {"avx2", "avx512f", "avx512_vnni"})[0] == "q4_k_m"
+    assert choose_format("q4_k_m", {"avx512_bf16"}) == ("q4_k_m", "set by answer_format")
+    assert choose_format("bf16", set())[0] == "bf16"
+    with pytest.raises(ValueError):
+        choose_format("q8_0", set())
+
+
+def test_bf16_is_converted_once_from_the_shipped_file():
+    import llama_cpp
+
+    from pipeline.backends.shipped import answer_gguf, shipped_gguf
+
+    path, fmt, _ = answer_gguf("bf16")
+    assert fmt == "bf16" and path.parent == shipped_gguf().parent and path != shipped_gguf()
+    assert path.stat().st_size > 2.5 * shipped_gguf().stat().st_size  # 2 bytes a weight against ~0.6
+    stamp = path.stat().st_mtime_ns
+    assert answer_gguf("bf16")[0] == path and path.stat().st_mtime_ns == stamp  # kept, not converted again
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    m = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    buf = llama_cpp.ctypes.create_string_buffer(32)
+    llama_cpp.llama_model_meta_val_str(m, b"general.file_type", buf, 32)
+    llama_cpp.llama_model_free(m)
+    assert int(buf.value) == llama_cpp.LLAMA_FTYPE_MOSTLY_BF16
+    assert answer_gguf("q4_k_m")[0] == shipped_gguf()
+
+
+def test_batched_continuations_are_the_one_by_one_numbers(models):
+    ans = models.answerer
+    conts = [" " + o for o in Q.options] + ["", " жовтого кольору, як сказано у фрагменті"]
+    ans._batched = True
+    together = ans.continuation_logprobs([FACT, OPTION_TAIL], conts)
+    ans._batched = False
+    try:
+        apart = ans.continuation_logprobs([FACT, OPTION_TAIL], conts)
+    finally:
+        ans._batched = True
+    assert [len(x) for x in together] == [len(x) for x in apart] and together[6] == []
+    assert max(abs(a - b) for x, y in zip(together, apart) for a, b in zip(x, y)) < 0.05
+    # the cache is the prompt's again: the next call on it reads nothing new and gives the same numbers
+    assert ans.llm.n_tokens == len(ans._prompt([FACT, OPTION_TAIL]))
+    assert ans.continuation_logprobs([FACT, OPTION_TAIL], conts) == together

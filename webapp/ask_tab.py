@@ -24,6 +24,7 @@ from . import runs as R
 from . import views as V
 from .blocks import BlockError, parse_block
 from .common import NO_SESSION, Context, bind, df, handled, message, need_sid, user_error
+from .line import served
 from .sessions import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -210,10 +211,12 @@ def on_refused(ctx: Context, ui: AskTab, sid, question, *options):
                        "answers it.", ui.shown_q: [], ui.order_panel: gr.update(visible=False)}
 
 
-def on_start(ui: AskTab, question, *options):
-    """The button busy, the status at once, and the previous result cleared (it would read as this question's)."""
-    return {**cleared(ui), ui.stale: "", ui.status: "Waiting for the model… (queued behind other questions if any)",
-            ui.ask_btn: gr.update(interactive=False, value="Answering…"), ui.clicked: time.time(),
+def on_start(ctx: Context, ui: AskTab, question, *options):
+    """The button busy, the place in line at once, and the previous result cleared (it would read as this
+    question's)."""
+    ctx.line.join(ticket := time.time())
+    return {**cleared(ui), ui.stale: "", ui.status: ctx.line.message(ticket),
+            ui.ask_btn: gr.update(interactive=False, value="Answering…"), ui.clicked: ticket,
             ui.order_btn: gr.update(interactive=False), ui.shown_q: [question or "", *(o or "" for o in options)]}
 
 
@@ -315,6 +318,7 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {}}
 
 
+@served
 def on_ask(ctx: Context, ui: AskTab, sid, t_click, question, *options):
     wait = max(0.0, time.time() - float(t_click or time.time()))
     q = Question("ui", (question or "").strip(), [(o or "").strip() for o in options])
@@ -388,7 +392,7 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
                                  show_progress="hidden")
     validated.failure(bind(on_refused, ctx, ui), [sid, ui.question, *ui.options],
                       [ui.status, ui.order_panel, *panes], **quiet)
-    validated.success(bind(on_start, ui), [ui.question, *ui.options],
+    validated.success(bind(on_start, ctx, ui), [ui.question, *ui.options],
                       [ui.status, ui.ask_btn, ui.clicked, ui.order_btn, *panes], **quiet) \
         .success(bind(on_ask, ctx, ui), [sid, ui.clicked, ui.question, *ui.options], ui.answer_outputs,
                  show_progress_on=[ui.status], api_name="on_ask", **ctx.model_work) \

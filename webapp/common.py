@@ -20,6 +20,7 @@ from pipeline.errors import PdfQaError
 from pipeline.settings import Settings
 from pipeline.types import Question
 
+from .line import Line
 from .sessions import SessionStore, valid_session_id
 
 log = logging.getLogger("webapp")
@@ -36,6 +37,10 @@ class Context:
     sample_dir: Path
     examples: list[Question] = field(default_factory=list)
     model_work: dict = field(default_factory=dict)  # event options that put model work in the one queue
+    line: Line = field(default_factory=Line)  # the questions waiting for the model (place and wait, webapp/line.py)
+
+    def __post_init__(self):
+        self.line.slots = max(1, self.settings.model_concurrency)
 
 
 def df(rows: list[list], columns: list[str]) -> pd.DataFrame:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from pipeline.backends.registry import Models
+from pipeline.backends.registry import Models, answer_model_note
 from pipeline.errors import QuestionsError
 from pipeline.evaluation.questions import read_questions
 from pipeline.qa import Pipeline
@@ -93,6 +93,12 @@ def on_ask_page(ctx: Context, page: _Page, sid):
     return {page.ask.examples: gr.update(visible=ask_tab.examples_visible(ctx, sid))}
 
 
+def about_model(settings) -> str:
+    """The about line's answer model: which file answers and why that format (``shipped.answer_model_note``)."""
+    n = answer_model_note(settings)
+    return f"Answer model: {n['model']}" + (f" ({n['format'].upper()}; {n['why']})" if "format" in n else "")
+
+
 def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
     with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(3600, 6 * 3600)) as demo:
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=browser_secret(data_dir))
@@ -100,7 +106,7 @@ def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
         gr.Markdown("# PDF QA\nAnswers six-option (A–F) questions — or plain questions, with a short answer or "
                     "\"not found\" — from your PDFs, names the document and page, and shows the evidence."
                     + (" *Shared library: everyone sees the same documents.*" if ctx.store.shared
-                       else " Your library is private to this browser."))
+                       else " Your library is private to this browser.") + f" <sub>{about_model(ctx.settings)}</sub>")
         with gr.Tabs():
             with gr.Tab("Library", id="library"):
                 library = library_tab.layout(ctx)

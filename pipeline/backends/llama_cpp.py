@@ -21,6 +21,7 @@ are kept, so calls on one prompt (continuations, then generating) read it once.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -34,6 +35,8 @@ from ..prompts import (fit_lines, fit_shared_prompt, letter_tail, letter_token_i
 from ..settings import Settings
 from ..types import LETTERS, Candidate, Question
 from .base import NO, YES, Answerer, Prompt, Scores, prompt_pieces
+
+log = logging.getLogger(__name__)
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -66,26 +69,36 @@ def use_extra_buffers(setting: str = "auto") -> bool:
     return {"on": True, "off": False}.get(setting, not (amx_reported() and amx_built()))
 
 
+SEQUENCES = 8  # llama.cpp sequences per context: the prompt's (0) and one per continuation decoded in one batch
+
+
 @contextmanager
-def extra_buffers(on: bool):
-    """Models loaded inside get (or do not get) llama.cpp's extra weight buffers."""
+def llama_defaults(extra: bool, sequences: int = 1):
+    """Models loaded inside get (or do not get) llama.cpp's extra weight buffers; their contexts hold
+    ``sequences`` sequences in one unified cache (sharing the prompt's cells; llama-cpp-python's ``Llama``
+    sets neither)."""
     import llama_cpp.llama_cpp as lib  # the module ``llama_cpp.Llama`` reads its default parameters from
 
-    if on:
-        yield
-        return
-    default = lib.llama_model_default_params
+    model, context = lib.llama_model_default_params, lib.llama_context_default_params
 
-    def params():
-        p = default()
+    def model_params():
+        p = model()
         p.use_extra_bufts = False
         return p
 
-    lib.llama_model_default_params = params
+    def context_params():
+        p = context()
+        p.n_seq_max, p.kv_unified = sequences, True
+        return p
+
+    if not extra:
+        lib.llama_model_default_params = model_params
+    if sequences > 1:
+        lib.llama_context_default_params = context_params
     try:
         yield
     finally:
-        lib.llama_model_default_params = default
+        lib.llama_model_default_params, lib.llama_context_default_params = model, context
 
 
 class LlamaCppAnswerer(Answerer):
@@ -93,14 +106,16 @@ class LlamaCppAnswerer(Answerer):
 
     per_option_features = True  # the calibrated scorer's weights were fitted on this backend's features
 
-    def __init__(self, model_path: str, settings: Settings):
+    def __init__(self, model_path: str, settings: Settings, model_format: str = "", why: str = ""):
         import llama_cpp
 
         self.settings = settings
         self.model_path = model_path
+        self.model_format, self.format_why = model_format, why  # shipped.answer_gguf's choice (the about line)
+        self._batched = settings.llama_batch_continuations
         self._prior: LlamaCppAnswerer | None = None  # a second context for prompts without passages (listed)
         threads = settings.n_threads or os.cpu_count() or 1
-        with extra_buffers(use_extra_buffers(settings.llama_extra_buffers)):
+        with llama_defaults(use_extra_buffers(settings.llama_extra_buffers), SEQUENCES if self._batched else 1):
             self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads,
                                        n_threads_batch=threads, n_batch=512, verbose=False)
         self._vocab = self.llm.n_vocab()
@@ -113,9 +128,11 @@ class LlamaCppAnswerer(Answerer):
 
     @classmethod
     def from_settings(cls, settings: Settings, shared=None) -> "LlamaCppAnswerer":
-        from .shipped import shipped_gguf
+        from .shipped import answer_gguf
 
-        return cls(str(shipped_gguf()), settings)
+        path, fmt, why = answer_gguf(settings.answer_format)
+        log.info("answer model: %s, %s (%s)", path.name, fmt.upper(), why)
+        return cls(str(path), settings, fmt, why)
 
     def _tok(self, text: str, special: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
@@ -163,6 +180,40 @@ class LlamaCppAnswerer(Answerer):
         llm.n_tokens = n_past
         return lps
 
+    def _continuations(self, n_past: int, first: np.ndarray, toks: list[list[int]]) -> list[list[float]]:
+        """:meth:`_continuation` of each of ``toks`` (``[]`` for an empty one), decoded in one batch, one sequence
+        each over the first ``n_past`` cached tokens (one pass over the weights, not one per continuation);
+        one decode each where batching is off or they do not fit one batch."""
+        llm = self.llm
+        longer = [i for i, t in enumerate(toks) if len(t) > 1]  # continuation i is sequence k + 1, k its place here
+        total = sum(len(toks[i]) - 1 for i in longer)
+        if not self._batched or len(longer) < 2 or len(longer) >= SEQUENCES or total > llm.n_batch:
+            return [self._continuation(n_past, first, t) if t else [] for t in toks]
+        import llama_cpp
+
+        mem = llm._ctx.memory
+        llama_cpp.llama_memory_seq_rm(mem, 0, n_past, -1)
+        b, j = llm._batch.batch, 0
+        for seq, i in enumerate(longer, 1):
+            llama_cpp.llama_memory_seq_rm(mem, seq, -1, -1)
+            llama_cpp.llama_memory_seq_cp(mem, 0, seq, 0, n_past)  # the prompt's cells, shared
+            for pos, tok in enumerate(toks[i][:-1]):
+                b.token[j], b.pos[j], b.n_seq_id[j], b.logits[j] = tok, n_past + pos, 1, True
+                b.seq_id[j][0] = seq
+                j += 1
+        b.n_tokens = j
+        try:
+            llm._ctx.decode(llm._batch)
+            rows = iter(self._logits(total))
+        finally:
+            for seq in range(1, len(longer) + 1):
+                llama_cpp.llama_memory_seq_rm(mem, seq, -1, -1)
+            llm.n_tokens = n_past
+        out = [[float(first[t[0]])] if t else [] for t in toks]
+        for i in longer:
+            out[i] += [float(next(rows)[x]) for x in toks[i][1:]]
+        return out
+
     def fit(self, text: str, budget: int, terms: set[str]) -> str:
         return fit_lines(text, budget, terms, lambda line: len(self._tok(line)))
 
@@ -197,11 +248,7 @@ class LlamaCppAnswerer(Answerer):
         with self._lock:
             toks = self._prompt(prompt)
             first = self._eval(toks)
-            out = []
-            for c in continuations:
-                ct = self._tok(c)[:max_tokens] if c else []
-                out.append(self._continuation(len(toks), first, ct) if ct else [])
-            return out
+            return self._continuations(len(toks), first, [self._tok(c)[:max_tokens] if c else [] for c in continuations])
 
     def _first_token_ids(self, words) -> list[int]:
         key = tuple(words)
@@ -228,8 +275,8 @@ class LlamaCppAnswerer(Answerer):
     def _option_values(self, prompt: list[int], q: Question) -> list[list[float]]:
         """Each option's token log-probabilities after ``prompt`` (at most 64 tokens; [] for an empty option)."""
         first = self._eval(prompt)
-        return [self._continuation(len(prompt), first, self._tok(" " + o.strip())[:64]) if o.strip() else []
-                for o in q.options]
+        return self._continuations(len(prompt), first, [self._tok(" " + o.strip())[:64] if o.strip() else []
+                                                        for o in q.options])
 
     def prior_values(self, q: Question) -> list[list[float]]:
         """:meth:`_option_values` after the question and the listed options without passages, in a second

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import QuestionsError
 from ..documents.ingest import list_pdfs
+from ..backends.registry import answer_model_note
 from ..qa import Pipeline
 from ..settings import load_settings, parse_overrides
 from .free import evaluate_free, is_free_form, read_free_questions
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
               f"p{rec.get('page')}{ok} {rec['seconds']:.1f}s{failed}", flush=True)
 
     extra = {"indexing": {"pdfs": len(report["indexed"]), "failed": report["failed"], "seconds": report["seconds"]},
-             "settings": json.loads(settings.model_dump_json())}
+             "settings": json.loads(settings.model_dump_json()), "answer_model": answer_model_note(settings)}
     if free:
         result, _ = evaluate_free(pipe, questions, a.out, progress=show_free, extra=extra)
     else:

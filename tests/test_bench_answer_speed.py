@@ -1,0 +1,27 @@
+"""bench.answer_speed: the exact McNemar p and the paired summary (synthetic records)."""
+import pytest
+
+from bench.answer_speed import mcnemar_p, pick, summarise
+
+
+def test_mcnemar_exact():
+    assert mcnemar_p(0, 0) == 1.0 and mcnemar_p(3, 3) == 1.0
+    assert mcnemar_p(0, 5) == pytest.approx(2 / 32)
+    assert mcnemar_p(1, 9) == pytest.approx(2 * 11 / 1024)
+    assert mcnemar_p(9, 1) == mcnemar_p(1, 9)
+
+
+def rec(letter, right, seconds, p=0.9):
+    return {"letter": letter, "right": right, "seconds": seconds, "score": 0.5 * right, "prompt_tokens": 900,
+            "probabilities": {"A": p, "B": 1 - p}}
+
+
+def test_summary_pairs_the_same_questions():
+    base = [rec("A", True, 10), rec("A", True, 8), rec("B", False, 12), rec("A", True, 6)]
+    new = [rec("A", True, 5), rec("B", False, 4, 0.4), rec("A", True, 6), rec("A", True, 3)]
+    m = summarise(new, base)
+    assert m["changed"] == 2 and m["right_to_wrong"] == 1 and m["wrong_to_right"] == 1 and m["mcnemar_p"] == 1.0
+    assert m["p50_s"] == 5 and m["p50_ratio"] == pytest.approx(5 / 10) and m["answer_accuracy"] == 0.75
+    assert m["max_prob_diff"] == pytest.approx(0.5)
+    assert "p50_ratio" not in summarise(base, None)
+    assert pick(list("abcdefg"), 3, None) == ["a", "d", "g"] and pick(list("abcdefg"), 2, 2) == ["a", "c"]
