@@ -25,7 +25,7 @@ import threading
 
 from pipeline.backends.registry import Models
 from pipeline.settings import load_settings
-from webapp.ui import CSS, THEME, build_app
+from webapp.ui import CSS, I18N, THEME, build_app
 
 
 def limit_malloc_arenas(n: int = 2) -> bool:
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         threading.Thread(target=models.load, daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)
     try:
-        demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, show_error=True,
+        demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, i18n=I18N, show_error=True,
                     footer_links=["gradio"],
                     max_file_size=int(s.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
                     # Gradio keeps every page session's state (~0.1 MB) until this many are held, then drops the oldest

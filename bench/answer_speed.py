@@ -155,13 +155,13 @@ def profile(pipe, q) -> dict:
     out: dict = {}
     ctx.decode = counted
     try:
-        retrieved, reranked, tm = took("retrieve+rerank+pages", lambda: pipe.retrieve(q))
-        a = took("answer+flag", lambda: pipe.answer(q, retrieved, reranked, tm))
+        found = took("retrieve+rerank+pages", lambda: pipe.search(q))
+        a = took("answer+flag", lambda: pipe.ask(q, found=found))
         out["stages"] = {k: round(v, 3) for k, v in a.timings.items()}
         out["prompt_tokens"] = a.details.get("prompt_tokens")
         took("again (prompt cached)", lambda: pipe.ask(q))
         took("option-order check (6 orders)", lambda: pipe.order_check(q, a.evidence, 6))
-        took("free form (no options)", lambda: pipe.ask_free(q.text))
+        took("free form (no options)", lambda: pipe.ask(q.without_options()))
     finally:
         ctx.decode = decode
     return out

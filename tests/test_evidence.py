@@ -164,6 +164,10 @@ def test_crop_rect_geometry():
     assert box[0] >= 0 and box[3] <= 842
     # no boxes: the whole (small) page
     assert crop_rect(200, 100, []) == (0.0, 0.0, 200, 100)
+    # supporting lines across an A4 page (wider than the readable width): shown whole, ends included
+    lines = [(40, 300 + 14 * i, 560, 312 + 14 * i) for i in range(6)]
+    box = crop_rect(595, 842, lines, lines[2:4])
+    assert box[0] <= 40 - 10 and 560 + 10 <= box[2] <= 595, box
 
 
 def test_rotated_page_crop_follows_the_displayed_page(tmp_path):

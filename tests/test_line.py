@@ -57,9 +57,11 @@ def test_the_ask_tab_puts_a_question_in_line_and_takes_it_out():
     from webapp.common import bind
 
     ctx = types.SimpleNamespace(line=Line())
-    ui = types.SimpleNamespace(status="status", ask_btn="btn", clicked="clicked", order_btn="order")
+    ui = types.SimpleNamespace(**{k: k for k in ("status", "ask_btn", "clicked", "order_btn", "answer", "probs",
+                                                 "crop", "page", "why", "cands", "refs", "timings", "cand_img",
+                                                 "cand_caption", "asked", "stale", "shown_q")})
     ctx.line.join(0.5)  # someone else's question, waiting
-    out = ask_tab.on_start(ctx, ui)
+    out = ask_tab.on_start(ctx, ui, "Питання?", *["x"] * 6)
     ticket = out["clicked"]
     assert out["status"] == "Waiting for the model… (1 question ahead of yours)" and ctx.line.ahead(ticket + 1) == 2
     call = bind(ask_tab.on_ask, ctx, ui)

@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.backends.e5 import E5Embedder
 from pipeline.backends.remote import RemoteAnswerer, RemoteEmbedder, RemoteReranker
-from pipeline.backends.shipped import shipped_gguf
+from pipeline.backends.shipped import answer_gguf
 from pipeline.backends.vocab import qwen_vocab
 from pipeline.errors import BackendError, BackendUnsupported
 from pipeline.answering.freeform import ANSWERABLE_TAIL, GEN_TAIL, FreeReader, verify_tail
@@ -37,10 +37,16 @@ def cand(body, rank=1, heading="Розділ"):
 
 
 # ---- servers ---------------------------------------------------------------------------------
+def served_model():
+    return answer_gguf(load_settings().answer_format)[0]
+
+
 @pytest.fixture(scope="module")
 def llama_server():
+    """The server over the very file the in-process model loads (``answer_format``: BF16 where the CPU has
+    AVX512_BF16, else the shipped Q4_K_M), so the two are compared on the same weights."""
     port = free_port()
-    cmd = [sys.executable, "-m", "pipeline.backends.llama_server", "--model", str(shipped_gguf()), "--n_ctx", "4096",
+    cmd = [sys.executable, "-m", "pipeline.backends.llama_server", "--model", str(served_model()), "--n_ctx", "4096",
            "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)]
     with server(cmd, f"http://127.0.0.1:{port}/v1/models", timeout=180):
         yield f"http://127.0.0.1:{port}/v1"
@@ -163,7 +169,7 @@ def test_rerank_client_score_api_and_errors(rerank_server):
 
 # ---- answerer (llama.cpp's OpenAI-compatible server) ------------------------------------------------
 def _served_settings(url, **kw):
-    return load_settings("remote", answer_url=url, answer_model=str(shipped_gguf()), think_block=False,
+    return load_settings("remote", answer_url=url, answer_model=str(served_model()), think_block=False,
                          n_ctx=4096, **kw)
 
 

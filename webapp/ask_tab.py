@@ -192,7 +192,7 @@ def on_validate(ctx: Context, sid, question, *options):
     """The fast first step: a mistake stops here (a toast; :func:`on_refused` puts it where the answer goes)."""
     said = refusal(ctx, sid, question, options)
     if said:
-        raise user_error(said)
+        raise user_error(said, title="Not asked")
 
 
 def cleared(ui: AskTab) -> dict:

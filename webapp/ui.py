@@ -33,6 +33,8 @@ STORAGE_KEY = "pdfqa-session"
 # system fonts only: the page makes no request outside this server (works offline)
 THEME = gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"],
                           font_mono=["ui-monospace", "Consolas", "monospace"])
+# Gradio's own words where they mislead: the upload areas take many PDFs (or one CSV), not "File"
+I18N = gr.I18n(en={"upload_text.drop_file": "Drop here"})
 CSS = """
 #answer-letter h2 {font-size: 2rem; margin: 0}
 .pdfqa-small textarea {font-size: 0.85rem}

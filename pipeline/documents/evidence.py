@@ -106,7 +106,8 @@ def crop_rect(page_w: float, page_h: float, boxes: Sequence[Box], focus: Sequenc
     """The part of a ``page_w`` × ``page_h`` page (displayed points) to show around ``boxes``.
 
     Wide enough for the boxes and a margin, but no wider than ``display_width / min_scale`` (so text is
-    enlarged at least ``min_scale`` on screen) and no narrower than ``display_width / max_scale``; as
+    enlarged at least ``min_scale`` on screen) unless ``focus`` is wider (the supporting lines are shown whole),
+    and no narrower than ``display_width / max_scale``; as
     tall as the boxes and a margin, up to ``max_display_height`` pixels once shown. When the boxes do not
     fit, the crop is centred on ``focus`` (the supporting lines). Always inside the page.
     """
@@ -114,7 +115,10 @@ def crop_rect(page_w: float, page_h: float, boxes: Sequence[Box], focus: Sequenc
         boxes = [(0.0, 0.0, page_w, page_h)]
     region, target = union_box(boxes), union_box(focus or boxes)
     mx, my = margin
-    width = min(page_w, max(display_width / max_scale, min(display_width / min_scale, region[2] - region[0] + 2 * mx)))
+    # the supporting lines are never cut at their ends: a crop as wide as they are, when they are wider than
+    # the readable width (a full-width line of an A4 page: shown a little smaller, whole)
+    readable = max(display_width / min_scale, target[2] - target[0] + 2 * mx)
+    width = min(page_w, max(display_width / max_scale, min(readable, region[2] - region[0] + 2 * mx)))
     fits_x = region[2] - region[0] + 2 * mx <= width
     cx = (region[0] + region[2]) / 2 if fits_x else (target[0] + target[2]) / 2
     x0 = _clamp(cx - width / 2, width, page_w)
