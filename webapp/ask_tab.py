@@ -189,10 +189,10 @@ def refusal(ctx: Context, sid, question, options) -> str:
 
 
 def on_validate(ctx: Context, sid, question, *options):
-    """The fast first step: a mistake stops here (a toast; :func:`on_refused` puts it where the answer goes)."""
+    """The fast first step: a mistake stops here (:func:`on_refused` says it where the answer goes)."""
     said = refusal(ctx, sid, question, options)
     if said:
-        raise user_error(said, title="Not asked")
+        raise user_error(said, toast=False)  # on_refused says it in the status and answer panes
 
 
 def cleared(ui: AskTab) -> dict:

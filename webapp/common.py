@@ -47,11 +47,11 @@ def df(rows: list[list], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def user_error(message: str, title: str = "Error") -> gr.Error:
+def user_error(message: str, toast: bool = True) -> gr.Error:
     """A user-facing error; Gradio shows its message as HTML, so it is escaped. Gradio prints no traceback
-    for it (the handler logs one line; a bug's traceback is logged by :func:`message`). ``title`` heads the
-    toast ("Not asked" for a refused question: a mistake of the asker, not of the app)."""
-    return gr.Error(html.escape(message), title=title, print_exception=False)
+    for it (the handler logs one line; a bug's traceback is logged by :func:`message`). ``toast=False``: no
+    toast (Gradio titles every one "Error"), for a refusal that the page says where the answer goes."""
+    return gr.Error(html.escape(message), visible=toast, print_exception=False)
 
 
 def message(e: BaseException, doing: str) -> str:
