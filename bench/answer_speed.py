@@ -28,7 +28,6 @@ if __name__ == "__main__":  # run as a file (a worker over another checkout): be
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import shutil
@@ -42,24 +41,20 @@ RESULTS = HERE / "bench" / "results" / "answer_speed.json"
 
 # ---- statistics --------------------------------------------------------------------------------------------
 def mcnemar_p(b: int, c: int) -> float:
-    """Exact two-sided McNemar p for ``b`` and ``c`` discordant pairs (binomial, p = 1/2)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    """Exact two-sided McNemar p for ``b`` and ``c`` discordant pairs: the sign test on them
+    (``bench.answer_quality_fit.sign_test``; imported here, not at the top: a worker runs this file over another
+    checkout, which may not have it)."""
+    from bench.answer_quality_fit import sign_test
 
-
-def quantile(xs: list[float], q: float) -> float:
-    """The ``q`` quantile, nearest rank (as ``pipeline.evaluation.run.seconds_summary``)."""
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+    return sign_test(b, c)
 
 
 def summarise(recs: list[dict], base: list[dict] | None) -> dict:
     """One variant on one set; ``base``: the baseline's records of the same questions, in the same order."""
+    from pipeline.evaluation.metric import percentile  # the one percentile (nearest rank)
+
     secs = [r["seconds"] for r in recs]
-    m = {"n": len(recs), "p50_s": quantile(secs, 0.5), "p95_s": quantile(secs, 0.95),
+    m = {"n": len(recs), "p50_s": percentile(secs, 0.5), "p95_s": percentile(secs, 0.95),
          "mean_s": statistics.fmean(secs) if secs else float("nan"),
          "prompt_tokens": statistics.fmean(r["prompt_tokens"] for r in recs) if recs else float("nan"),
          "answer_accuracy": statistics.fmean(r["right"] for r in recs) if recs else float("nan"),
@@ -68,7 +63,7 @@ def summarise(recs: list[dict], base: list[dict] | None) -> dict:
         b = sum(1 for x, y in zip(base, recs) if x["right"] and not y["right"])
         c = sum(1 for x, y in zip(base, recs) if not x["right"] and y["right"])
         bs = [r["seconds"] for r in base]
-        m.update(p50_ratio=m["p50_s"] / quantile(bs, 0.5), p95_ratio=m["p95_s"] / quantile(bs, 0.95),
+        m.update(p50_ratio=m["p50_s"] / percentile(bs, 0.5), p95_ratio=m["p95_s"] / percentile(bs, 0.95),
                  paired_median_ratio=statistics.median(y["seconds"] / x["seconds"] for x, y in zip(base, recs)),
                  changed=sum(1 for x, y in zip(base, recs) if x["letter"] != y["letter"]),
                  right_to_wrong=b, wrong_to_right=c, mcnemar_p=mcnemar_p(b, c),
@@ -264,6 +259,8 @@ def from_log(path: Path, first: int | None = None) -> dict:
     its records: no scores, tokens or memory there); ``first``: only the first N questions of each set."""
     import re
 
+    from pipeline.evaluation.metric import percentile  # the one percentile (nearest rank)
+
     rows: dict[str, list[dict]] = {}
     for ln in path.read_text(encoding="utf-8").splitlines():
         m = re.match(r"\[(\w+) (\d+)/\d+\] \S+ (.*)$", ln)
@@ -279,8 +276,8 @@ def from_log(path: Path, first: int | None = None) -> dict:
             c = sum(1 for q in qs if not q[base]["right"] and q[label]["right"])
             secs, bs = [q[label]["seconds"] for q in qs], [q[base]["seconds"] for q in qs]
             out.setdefault(name, {})[label] = {
-                "n": len(qs), "p50_s": quantile(secs, 0.5), "p95_s": quantile(secs, 0.95),
-                "p50_ratio": quantile(secs, 0.5) / quantile(bs, 0.5), "p95_ratio": quantile(secs, 0.95) / quantile(bs, 0.95),
+                "n": len(qs), "p50_s": percentile(secs, 0.5), "p95_s": percentile(secs, 0.95),
+                "p50_ratio": percentile(secs, 0.5) / percentile(bs, 0.5), "p95_ratio": percentile(secs, 0.95) / percentile(bs, 0.95),
                 "paired_median_ratio": statistics.median(q[label]["seconds"] / q[base]["seconds"] for q in qs),
                 "answer_accuracy": statistics.fmean(q[label]["right"] for q in qs),
                 "changed": sum(q[label]["letter"] != q[base]["letter"] for q in qs),

@@ -50,7 +50,7 @@ def term_keys(word: str) -> frozenset[str]:
     "години" (→ година) meets the question's "годині" only through its other readings."""
     if word.isdigit() or len(word) < 3:
         return frozenset({word})
-    return frozenset({term_key(word)} | {p.normal_form[:TERM_CHARS] for p in _morph().parse(word)})
+    return frozenset(p.normal_form[:TERM_CHARS] for p in _morph().parse(word))  # the first is term_key(word)
 
 
 def content_terms(text: str) -> set[str]:
