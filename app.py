@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         demo.launch(server_name=a.host, server_port=a.port, css=CSS, theme=THEME, i18n=I18N, show_error=True,
                     footer_links=["gradio"],
-                    max_file_size=int(s.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
+                    max_file_size=int(s.limits.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
                     # Gradio keeps every page session's state (~0.1 MB) until this many are held, then drops the oldest
-                    state_session_capacity=s.max_page_sessions)
+                    state_session_capacity=s.web.max_page_sessions)
     finally:
         models.close()
 

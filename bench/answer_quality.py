@@ -57,7 +57,7 @@ def _cands(cands, n=8):
 def retrieval_record(pipe: Pipeline, q) -> tuple[dict, list, list]:
     t = time.perf_counter()
     reranked = list(pipe.search(q).reranked)
-    evidence = pipe.evidence(reranked, pipe.settings.top_k_answer)
+    evidence = pipe.evidence(reranked, pipe.settings.answer.top_k_answer)
     top = reranked[0]
     rec = {"qid": q.qid, "gold": {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page},
            "doc": top.chunk.doc_name, "pages_by_letter": [evidence_page(top, q, L) for L in LETTERS[:len(q.options)]],

@@ -215,7 +215,7 @@ def record(pipe: Pipeline, q: Question, library: str, still: list[str] | None = 
     """The flag's features for one question (as ``Pipeline.ask`` computes them) and the fused-z rule's input."""
     found = pipe.search(q)
     reranked = list(found.reranked)
-    evidence = pipe.evidence(reranked, pipe.settings.top_k_answer)
+    evidence = pipe.evidence(reranked, pipe.settings.answer.top_k_answer)
     feats = flagmod.flag_features(pipe.library, q, reranked, evidence)
     feats.pop("absent_words")
     fused = [c.scores["fused"] for c in reranked
@@ -233,8 +233,9 @@ def settings_for(a, family: str, embed_url: str | None):
     # the remote profile's code path with e5 weights behind the server: e5's chunking (its index), its tokenizer,
     # the CPU profile's option reranker (no /rerank server runs here) — retrieval only
     cpu = load_settings("cpu")
-    same = {k: getattr(cpu, k) for k in (*CPU_SEARCH, "query_instruction", "embed_query_prefix", "top_k_answer")}
-    return load_settings("remote", embed_hold_file=cpu.embed_hold_file or str(a.data_dir / "hold-embedding"),
+    flat = cpu.flat()
+    same = {k: flat[k] for k in (*CPU_SEARCH, "query_instruction", "embed_query_prefix", "top_k_answer")}
+    return load_settings("remote", embed_hold_file=cpu.search.embed_hold_file or str(a.data_dir / "hold-embedding"),
                          embed_url=embed_url, embed_model="e5", embed_tokenizer="e5", embed_input_type=True,
                          reranker="options", **same)
 

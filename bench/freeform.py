@@ -245,11 +245,11 @@ def run(a) -> str:
             if key not in pipes:
                 pipes[key] = Pipeline(s, root=a.work / f"lib-{lib}", models=models)
             pipe = pipes[key]
-            if s.free_prompt not in caches:
+            if s.free.free_prompt not in caches:
                 reader = free_reader(pipe.models.answerer, pipe.settings)
-                caches[s.free_prompt] = ReadingCache(a.work / "readings.jsonl", reader, extract=any(
-                    settings[n].free_mode == "extract" for n, _ in variants))
-            cache = caches[s.free_prompt]
+                caches[s.free.free_prompt] = ReadingCache(a.work / "readings.jsonl", reader, extract=any(
+                    settings[n].free.free_mode == "extract" for n, _ in variants))
+            cache = caches[s.free.free_prompt]
             ans = pipe.ask(q.without_options(), read=cache,
                            flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings

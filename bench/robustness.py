@@ -47,7 +47,7 @@ def questions_csv(n: int) -> str:
 
 
 def bomb_rows(s, bomb_mb: int) -> list[str]:
-    limit = s.max_page_content_mb
+    limit = s.limits.max_page_content_mb
     rows = []
     for pages in (1, 40):
         data = pdfgen.bomb_pdf(pages=pages, inflated_mb=bomb_mb)
@@ -70,7 +70,7 @@ def bomb_rows(s, bomb_mb: int) -> list[str]:
 
 def run(pages: int, bomb_mb: int) -> str:
     s = load_settings()
-    ocr_kw = dict(ocr=True, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, max_pages=s.max_pages)
+    ocr_kw = dict(ocr=True, ocr_languages=s.chunking.ocr_languages, ocr_dpi=s.chunking.ocr_dpi, max_pages=s.limits.max_pages)
     scan, text = pdfgen.image_only_pdf(pages=pages), pdfgen.scan_source_pdf(pages=pages)
     doc = parse_pdf(scan, "scan.pdf", **ocr_kw)
     ocr = timed(lambda: parse_pdf(scan, "scan.pdf", **ocr_kw)) / pages
@@ -79,7 +79,7 @@ def run(pages: int, bomb_mb: int) -> str:
 
     def refuse():
         try:
-            parse_pdf(big, "big.pdf", max_pages=s.max_pages)
+            parse_pdf(big, "big.pdf", max_pages=s.limits.max_pages)
         except IngestError:
             return
         raise AssertionError("the 2,000-page PDF was not refused")
@@ -91,20 +91,20 @@ def run(pages: int, bomb_mb: int) -> str:
     read_utf8 = timed(lambda: read_questions(utf8))
     read_cp1251 = timed(lambda: read_questions(cp1251))
     try:
-        read_questions(utf8, max_questions=s.max_questions)
+        read_questions(utf8, max_questions=s.limits.max_questions)
         limit = "not refused"
     except QuestionsError as e:
         limit = str(e)
     lines = [f"# Robustness costs — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores",
              "", "Command: `python -m bench.robustness`", "",
              "| what | figure |", "|---|---|",
-             f"| OCR, scanned A4 page (Tesseract {s.ocr_languages}, {s.ocr_dpi} dpi; {pages} pages) | "
+             f"| OCR, scanned A4 page (Tesseract {s.chunking.ocr_languages}, {s.chunking.ocr_dpi} dpi; {pages} pages) | "
              f"{ocr:.2f} s/page ({ocr / plain:.0f}× the same page with a text layer, {plain * 1000:.0f} ms) |",
              f"| OCR'd warnings | {'; '.join(doc.warnings)} |",
-             f"| refuse a 2,000-page PDF at the {s.max_pages}-page limit | {refused * 1000:.1f} ms |",
+             f"| refuse a 2,000-page PDF at the {s.limits.max_pages}-page limit | {refused * 1000:.1f} ms |",
              f"| parse those 2,000 pages with the limit raised (no OCR) | {parsed:.1f} s |",
              f"| read 100,000 question rows, UTF-8 / cp1251 | {read_utf8:.2f} s / {read_cp1251:.2f} s |",
-             f"| the same file against the {s.max_questions:,}-question limit | {limit} |"] + bomb_rows(s, bomb_mb)
+             f"| the same file against the {s.limits.max_questions:,}-question limit | {limit} |"] + bomb_rows(s, bomb_mb)
     return "\n".join(lines) + "\n"
 
 

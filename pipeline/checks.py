@@ -12,23 +12,23 @@ from .types import LETTERS, Question
 
 def check_question(question: str, options: Sequence[str], settings, free_ok: bool = False) -> None:
     """Raise :class:`QuestionError` for an empty question, fewer than two options (none at all is a
-    free-form question when ``free_ok``), or text over the limits ``settings.max_question_chars`` /
-    ``settings.max_option_chars`` (counted after stripping)."""
+    free-form question when ``free_ok``), or text over the limits ``settings.limits.max_question_chars`` /
+    ``settings.limits.max_option_chars`` (counted after stripping)."""
     text = (question or "").strip()
     if not text:
         raise QuestionError("the question is empty: write a question first")
-    if len(text) > settings.max_question_chars:
+    if len(text) > settings.limits.max_question_chars:
         raise QuestionError(f"the question is {len(text):,} characters, over the limit of "
-                            f"{settings.max_question_chars:,} (PDFQA_MAX_QUESTION_CHARS)")
+                            f"{settings.limits.max_question_chars:,} (PDFQA_MAX_QUESTION_CHARS)")
     given = [(o or "").strip() for o in options]
     n = sum(1 for o in given if o)
     if n < 2 and not (free_ok and n == 0):
         raise QuestionError("give at least two options" + (" (or none, for a short answer from the documents)"
                                                            if free_ok else ""))
     for letter, option in zip(LETTERS, given):
-        if len(option) > settings.max_option_chars:
+        if len(option) > settings.limits.max_option_chars:
             raise QuestionError(f"option {letter} is {len(option):,} characters, over the limit of "
-                                f"{settings.max_option_chars:,} (PDFQA_MAX_OPTION_CHARS)")
+                                f"{settings.limits.max_option_chars:,} (PDFQA_MAX_OPTION_CHARS)")
 
 
 def missing_gold_documents(questions: Iterable[Question], library_names: Iterable[str]) -> list[tuple[str, int]]:

@@ -8,13 +8,13 @@ the Qwen vocabulary (``pipeline.backends.vocab``) on a CPU.
   tokens (the option scorer, llama.cpp; the listed scorer writes the six
   options out first: :func:`option_tail`) or the lettered options and one letter
   (:func:`letter_tail`); with Qwen3's empty thinking block when
-  ``settings.think_block`` (what its chat template renders for
+  ``settings.answer.think_block`` (what its chat template renders for
   ``enable_thinking=False``). Passages are cut to their best-matching lines
   (:func:`fit_lines`) and then, lowest rank first, until the prompt fits the
   context (:func:`fit_to_context`). :func:`letter_token_ids` checks that
   " A" … " F" are one token each.
 * Qwen3-Embedding: a query is ``Instruct: {task}\nQuery:{text}``, a passage is
-  the bare text (the model card's format; ``settings.embed_query_prefix``).
+  the bare text (the model card's format; ``settings.remote.embed_query_prefix``).
 * Qwen3-Reranker: the model card's chat prompt (system "Judge whether the
   Document meets …", ``<Instruct>: … <Query>: … <Document>: …``, an empty
   ``<think>`` block) around an option-aware query (the question and all six
@@ -162,7 +162,7 @@ def question_terms(q: Question) -> set[str]:
 
 # ---- embedding -------------------------------------------------------------
 def embed_query(settings: Settings, text: str) -> str:
-    return f"{settings.embed_query_prefix}{text}"
+    return f"{settings.remote.embed_query_prefix}{text}"
 
 
 # ---- reranking -------------------------------------------------------------
@@ -205,12 +205,12 @@ def with_think_block(prompt: str) -> str:
 
 def letter_prompt(q: Question, evidence: list[Candidate], settings: Settings, count: Count,
                   reserve: int = 8) -> str:
-    """Passages + question + lettered options, cut from the lowest rank's end to fit ``settings.n_ctx``."""
+    """Passages + question + lettered options, cut from the lowest rank's end to fit ``settings.answer.n_ctx``."""
     terms = question_terms(q)
-    passages = [fit_lines(passage_text(c), settings.passage_tokens, terms, count) for c in evidence]
+    passages = [fit_lines(passage_text(c), settings.answer.passage_tokens, terms, count) for c in evidence]
     tail = letter_tail(q)
-    finish = with_think_block if settings.think_block else (lambda p: p)
-    return fit_to_context(passages, lambda ps: finish(shared_prompt(q, ps) + tail), count, settings.n_ctx - reserve)
+    finish = with_think_block if settings.answer.think_block else (lambda p: p)
+    return fit_to_context(passages, lambda ps: finish(shared_prompt(q, ps) + tail), count, settings.answer.n_ctx - reserve)
 
 
 def letter_texts() -> list[str]:

@@ -105,8 +105,8 @@ class Pipeline:
     # ---- its parts ----------------------------------------------------------------------------------------
     def _answer_options(self, q: Question, found: Search, orders: int) -> Answer:
         s, reranked = self.settings, list(found.reranked)
-        chosen = self.evidence(reranked, s.top_k_answer)
-        wider = self.evidence(reranked, s.retry_top_k) if s.retry_below and len(reranked) > s.top_k_answer \
+        chosen = self.evidence(reranked, s.answer.top_k_answer)
+        wider = self.evidence(reranked, s.answer.retry_top_k) if s.answer.retry_below and len(reranked) > s.answer.top_k_answer \
             else None
         a = answering.answer_options(q, found, chosen, wider, self.models.answerer, s)
         a.details["lexical_only_docs"] = list(found.lexical_only)
@@ -117,7 +117,7 @@ class Pipeline:
 
     def _answer_free(self, q: Question, found: Search, read, flag_model: dict | None) -> FreeAnswer:
         s, reranked = self.settings, list(found.reranked)
-        flag = self._flag(q, reranked, self.evidence(reranked, s.top_k_answer), list(found.lexical_only),
+        flag = self._flag(q, reranked, self.evidence(reranked, s.answer.top_k_answer), list(found.lexical_only),
                           flag_model) if Switches.from_settings(s).flag else {}
         return answer_free(q, found, flag, free_reader(self.models.answerer, s), self.library, s, read)
 
@@ -125,19 +125,19 @@ class Pipeline:
         """The passages the answer model reads: from different pages when the top one's document is long
         (``distinct_pages``, documents of ``page_min_pages`` pages or more, as page choice)."""
         s = self.settings
-        info = self.library.find(reranked[0].chunk.doc_hash) if s.distinct_pages and reranked else None
-        distinct = info is not None and info.n_pages >= s.page_min_pages
-        return answering.select_evidence(reranked, k, s.neighbours, self.library.chunks, distinct)
+        info = self.library.find(reranked[0].chunk.doc_hash) if s.answer.distinct_pages and reranked else None
+        distinct = info is not None and info.n_pages >= s.pages.page_min_pages
+        return answering.select_evidence(reranked, k, s.answer.neighbours, self.library.chunks, distinct)
 
     def lexical_only(self, candidates: list[Candidate], before: list[str]) -> list[str]:
         """The documents searched lexically only (or partly): those still embedding now or ``before`` the search,
         and those of candidates that got no dense score (no vector when they were searched)."""
         names = set(before) | set(self.library.lexical_only_documents())
-        if self.settings.retrieval != "bm25":
+        if self.settings.search.retrieval != "bm25":
             names |= {c.chunk.doc_name for c in candidates if "dense" not in c.scores}
         return sorted(names)
 
     def _flag(self, q: Question, reranked: list[Candidate], evidence: list[Candidate], lexical_only: list[str],
               model: dict | None = None) -> dict:
         """"The answer may not be in your documents" (``answering.flag.not_in_documents``) on what was scored."""
-        return not_in_documents(self.library, q, reranked, evidence, model, self.settings.embedder, lexical_only)
+        return not_in_documents(self.library, q, reranked, evidence, model, self.settings.search.embedder, lexical_only)

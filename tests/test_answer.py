@@ -90,7 +90,7 @@ def test_listed_scorer_with_support_weight_answers_a_one_word_fact_in_every_orde
         assert np.isclose(sum(sc.probabilities.values()), 1) and sc.option == sc.probabilities
         assert sc.features["listed_support"][shown.options.index("щотижня")] == 1
         assert sc.features["listed_support"][shown.options.index("щомісяця")] == 0
-        raw = score_once(models.answerer, shown, [cand(CLEANING_TEXT)], s.model_copy(update={"listed_support_weight": 0}))
+        raw = score_once(models.answerer, shown, [cand(CLEANING_TEXT)], s.with_(listed_support_weight=0))
         alone.append(picked(shown, raw))
     assert picks == ["щотижня"] * 6, picks
     assert alone.count("щотижня") < 6, alone

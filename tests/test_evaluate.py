@@ -163,7 +163,7 @@ def test_read_questions_100000_rows_fast_and_the_run_limit():
     assert took < 10, took  # about 1 s on 2 busy cores
     with pytest.raises(QuestionsError, match=r"has 100,000 questions, more than the 5,000 allowed in one run.*"
                                              r"PDFQA_MAX_QUESTIONS"):
-        read_questions(data, max_questions=load_settings().max_questions)
+        read_questions(data, max_questions=load_settings().limits.max_questions)
     assert len(read_questions(data[: data.index(b"\n5000,")], max_questions=5000)[0]) == 5000
 
 
@@ -247,4 +247,4 @@ def test_batch_command_routes_a_free_form_csv(tmp_path, models, manual_pdf, monk
     assert list(rows[0]) == ["Question_ID", "Answer", "Doc_ID", "Page_Num"] and "36" in rows[0]["Answer"]
     m = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert m["n_questions"] == 1 and m["failed"] == 0 and m["f1"] >= 0.5 and m["doc_accuracy"] == 1.0
-    assert m["indexing"]["pdfs"] == 1 and m["settings"]["free_mode"] == "generate"
+    assert m["indexing"]["pdfs"] == 1 and m["settings"]["free"]["free_mode"] == "generate"

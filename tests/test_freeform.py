@@ -204,9 +204,9 @@ def test_every_answer_prompt_setting_has_its_request_and_its_forced_request():
     from typing import get_args
 
     from pipeline.answering.freeform import TAILS
-    from pipeline.settings import Settings
+    from pipeline.settings import FreeSettings
 
-    assert set(get_args(Settings.model_fields["free_prompt"].annotation)) == set(TAILS)
+    assert set(get_args(FreeSettings.model_fields["free_prompt"].annotation)) == set(TAILS)
     for gen, forced in TAILS.values():
         assert "Немає відповіді" in gen and "Немає відповіді" not in forced
         assert gen.endswith("assistant\nВідповідь:") and forced.endswith("assistant\nВідповідь:")

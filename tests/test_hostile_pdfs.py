@@ -66,7 +66,7 @@ BOMB = ("{}: page 1 holds over 50 MB of drawing instructions once decompressed, 
 def test_a_decompression_bomb_is_refused_in_a_moment(pdfgen):
     """300 MB of drawing instructions in a 0.8 MB file (MuPDF would interpret them for 36 s and more): refused
     after inflating the 50 MB limit, whether the file holds one such page or forty."""
-    limit = load_settings().max_page_content_mb
+    limit = load_settings().limits.max_page_content_mb
     for pages in (1, 40):
         data = pdfgen.bomb_pdf(pages=pages)
         assert len(data) < 1_000_000

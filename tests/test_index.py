@@ -198,7 +198,7 @@ def test_dense_search_is_exact_and_reproducible_while_small_and_sees_new_vectors
     twins = np.repeat(near, 40, axis=0)
     exact.add([f"t{i:02d}" for i in range(40)], twins, "doc3", list(range(40)))
     assert list(exact.search(q, 5)) == ["t00", "t01", "t02", "t03", "t04"]
-    hnsw = VectorIndex(tmp_path / "b", s.model_copy(update={"exact_search_max": 0}), lambda: "b", 0)
+    hnsw = VectorIndex(tmp_path / "b", s.with_(exact_search_max=0), lambda: "b", 0)
     hnsw.add(ids, vecs, "doc1", list(range(3000)))
     assert len(set(hnsw.search(q, 20)) & set(truth)) >= 10  # approximate
 

@@ -34,7 +34,7 @@ def test_prompt_is_cut_to_fit_the_context(models):
     ans = models.answerer
     huge = "Довгий текст без потрібної відповіді. " * 3000
     toks = ans.prompt_tokens(Q, [TEXT, huge])
-    assert len(toks) < ans.settings.n_ctx - len(ans._tok(letter_tail(Q), special=True))
+    assert len(toks) < ans.settings.answer.n_ctx - len(ans._tok(letter_tail(Q), special=True))
     s = ans.score(Q, [cand(TEXT), cand(huge, 2)])
     assert max(s.option, key=s.option.get) == "E"
 
@@ -64,7 +64,7 @@ def test_continuations_are_the_option_scorers_numbers(models):
     ans = models.answerer
     s = ans.score(Q, [cand(TEXT)], scorer="option")
     lps = ans.continuation_logprobs([FACT, OPTION_TAIL], [" " + o for o in Q.options])
-    z = np.array([np.mean(x) for x in lps]) / ans.settings.option_temperature
+    z = np.array([np.mean(x) for x in lps]) / ans.settings.answer.option_temperature
     assert np.allclose(np.exp(z - z.max()) / np.exp(z - z.max()).sum(), [s.option[L] for L in LETTERS], atol=1e-9)
     short = ans.continuation_logprobs([FACT, OPTION_TAIL], [" жовтого кольору", ""], max_tokens=1)
     assert len(short[0]) == 1 and short[1] == []
@@ -138,7 +138,7 @@ def test_listed_scorer_with_prior_weight_holds_in_every_order_of_the_options(mod
     from tests.orders import CLEANING, CLEANING_TEXT, in_every_order, picked
 
     base = models.answerer
-    ans = LlamaCppAnswerer(base.model_path, base.settings.model_copy(update={"listed_prior_weight": 1.0}))
+    ans = LlamaCppAnswerer(base.model_path, base.settings.with_(listed_prior_weight=1.0))
     picks, plain = [], []
     for shown, s, pick in in_every_order(CLEANING, lambda x: ans.score(x, [cand(CLEANING_TEXT)], "listed")):
         picks.append(pick)

@@ -67,5 +67,5 @@ def test_retrieval_finds_the_page_in_a_rulebook(tmp_path, embedder):
     for q in asked:
         question = Question("q", q["Question"], [q[L] for L in "ABCDEF"], q["Correct_Answer"], doc.name, q["Page_Num"])
         reranked = pipe.search(question).reranked
-        read = [p for c in reranked[: settings.top_k_answer] for p in c.chunk.pages]  # the passages the model reads
+        read = [p for c in reranked[: settings.answer.top_k_answer] for p in c.chunk.pages]  # the passages the model reads
         assert q["Page_Num"] in read, (q["Question"], q["Page_Num"], read)

@@ -38,7 +38,7 @@ def cand(body, rank=1, heading="Розділ"):
 
 # ---- servers ---------------------------------------------------------------------------------
 def served_model():
-    return answer_gguf(load_settings().answer_format)[0]
+    return answer_gguf(load_settings().answer.answer_format)[0]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_rerank_client_reads_vllm_rerank_schema_and_applies_the_qwen3_template(r
              cand("Гарантія на зволожувач становить 36 місяців.", 3, "Гарантія")]
     ranked = rerank(rr, Q, cands)
     path, req = _StandIn.requests[-1]
-    assert path == "/rerank" and req["model"] == s.rerank_model and len(req["documents"]) == 3
+    assert path == "/rerank" and req["model"] == s.roles.rerank_model and len(req["documents"]) == 3
     assert req["query"].startswith(RERANK_PREFIX) and f"<Query>: {rerank_query(Q)}\n" in req["query"]
     assert all(o in req["query"] for o in Q.options)  # option-aware query
     assert all(d.startswith("<Document>: ") and d.endswith(RERANK_SUFFIX) for d in req["documents"])
@@ -157,7 +157,7 @@ def test_rerank_client_score_api_and_errors(rerank_server):
     scores = rr.score(Q, [cand(TEXT, 1), cand("Інший текст.", 2)])
     path, req = _StandIn.requests[-1]
     assert path == "/score" and req["text_1"].startswith(RERANK_PREFIX) and "instruction" not in req
-    assert f"<Instruct>: {s.rerank_instruction}\n<Query>: {rerank_query(Q)}\n" in req["text_1"]
+    assert f"<Instruct>: {s.rerank.rerank_instruction}\n<Query>: {rerank_query(Q)}\n" in req["text_1"]
     assert len(scores) == 2 and req["text_2"][0].endswith(RERANK_SUFFIX) and TEXT in req["text_2"][0]
     _StandIn.mode = "error"
     with pytest.raises(BackendError, match=r"reranking server at http://[\d.:]+/score answered HTTP 500: CUDA out of memory"):

@@ -41,16 +41,16 @@ def test_letter_and_label_token_ids(vocab):
 def test_reranker_prompt_is_the_model_cards_and_option_aware(vocab):
     s = load_settings("t4x2")
     c = cand(TEXT)
-    p = rerank_prompt(s.rerank_instruction, rerank_query(Q), rerank_document(c))
+    p = rerank_prompt(s.rerank.rerank_instruction, rerank_query(Q), rerank_document(c))
     assert p == ('<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the '
                  'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
-                 f'<Instruct>: {s.rerank_instruction}\n<Query>: {Q.text}\nA. синього\nB. червоного\nC. зеленого\n'
+                 f'<Instruct>: {s.rerank.rerank_instruction}\n<Query>: {Q.text}\nA. синього\nB. червоного\nC. зеленого\n'
                  f'D. чорного\nE. жовтого\nF. білого\n<Document>: {passage_text(c)}<|im_end|>\n'
                  '<|im_start|>assistant\n<think>\n\n</think>\n\n')
     toks = vocab.encode(p)
     assert toks[:3] == [151644, 8948, 198]  # <|im_start|> is parsed as the special token, not spelled out
     assert toks.count(151644) == 3 and toks.count(151645) == 2  # three turns opened, two closed
-    assert vocab.decode(toks).endswith("</think>\n\n") and len(toks) < s.rerank_max_len
+    assert vocab.decode(toks).endswith("</think>\n\n") and len(toks) < s.roles.rerank_max_len
     rr = VllmReranker(s, llm=object(), tokenizer=vocab, run=lambda llm, prompts: [0.0] * len(prompts))
     assert rr.prompts(Q, [c]) == [p]
 
@@ -61,7 +61,7 @@ def test_reranker_prompts_are_cut_to_fit_max_model_len(vocab):
     huge = cand("Довгий текст без потрібної відповіді. " * 400, 2)
     rr = VllmReranker(s, llm=object(), tokenizer=vocab, run=lambda llm, prompts: [0.0] * len(prompts))
     short, cut = rr.prompts(Q, [cand(TEXT), huge])
-    assert short == rerank_prompt(s.rerank_instruction, rerank_query(Q), rerank_document(cand(TEXT)))
+    assert short == rerank_prompt(s.rerank.rerank_instruction, rerank_query(Q), rerank_document(cand(TEXT)))
     assert len(vocab.encode(huge.chunk.body)) > 512 >= len(vocab.encode(cut))
     assert cut.startswith(short.split("<Document>: ")[0]) and cut.endswith("<think>\n\n</think>\n\n")
 
@@ -92,7 +92,7 @@ def test_engine_arguments_for_two_t4s(monkeypatch):
             "architectures": ["Qwen3ForSequenceClassification"], "classifier_from_token": ["no", "yes"],
             "is_original_qwen3_reranker": True}
         ans = engine_args(s, "answer")
-        assert ans["max_model_len"] == s.n_ctx == 8192 and ans["runner"] == "generate"
+        assert ans["max_model_len"] == s.answer.n_ctx == 8192 and ans["runner"] == "generate"
         # no quantization argument: vLLM reads the AWQ checkpoint's quantization_config and picks awq_marlin on a T4
         # (quantization="awq" would force the old AWQ kernel, about 10x slower decoding)
         assert all("quantization" not in engine_args(s, st) for st in STAGES)
@@ -162,7 +162,7 @@ def test_more_logprobs_than_vllm_returns_are_refused_with_a_clear_message(vllm_s
     assert "greater than max allowed: 20" in got["logprobs_21"]  # vLLM's own limit (max_logprobs)
     with pytest.raises(ValueError, match=r"answer_top_logprobs=21: vLLM returns at most max_logprobs=20"):
         load_settings("remote", answer_top_logprobs=21)
-    assert load_settings("remote", answer_top_logprobs=20).answer_top_logprobs == 20
+    assert load_settings("remote", answer_top_logprobs=20).remote.answer_top_logprobs == 20
 
 
 def test_prompt_logprobs_over_a_long_prompt_are_refused_on_t4_profiles(vllm_stage, vocab):
@@ -174,11 +174,11 @@ def test_prompt_logprobs_over_a_long_prompt_are_refused_on_t4_profiles(vllm_stag
 
     for name in ("t4x2", "t4x2-paper"):
         s = load_settings(name)
-        assert s.prompt_logprobs_max_tokens == 1024
+        assert s.remote.prompt_logprobs_max_tokens == 1024
         ans = VllmAnswerer(s, llm=object(), tokenizer=vocab)
         with pytest.raises(BackendUnsupported, match="prompt_logprobs_max_tokens=1024"):
             ans.continuation_logprobs(["Довгий текст. " * 600, "Відповідь:"], [" так"])
-    assert load_settings("vllm-cpu").prompt_logprobs_max_tokens == 0  # CPU memory: no such limit
+    assert load_settings("vllm-cpu").remote.prompt_logprobs_max_tokens == 0  # CPU memory: no such limit
 
 
 def test_vllm_embedder_pools_normalised_vectors(vllm_stage, vocab):
@@ -240,6 +240,6 @@ def test_serve_commands_run_the_same_engines_as_the_profile():
     assert "--enforce-eager" in serve_command(load_settings("t4x2", vllm_enforce_eager=True), "answer")
     # the remote profile points at those ports
     r = load_settings("remote")
-    assert [r.answer_url, r.embed_url, r.rerank_url] == [f"http://127.0.0.1:{PORTS[st]}/v1"
+    assert [r.roles.answer_url, r.roles.embed_url, r.roles.rerank_url] == [f"http://127.0.0.1:{PORTS[st]}/v1"
                                                          for st in ("answer", "embed", "rerank")]
-    assert [r.embed_model, r.rerank_model, r.answer_model] == [s.embed_model, s.rerank_model, s.answer_model]
+    assert [r.roles.embed_model, r.roles.rerank_model, r.roles.answer_model] == [s.roles.embed_model, s.roles.rerank_model, s.roles.answer_model]

@@ -35,8 +35,8 @@ def vllm_server(stage: str):
 def remote_settings(url: str, **kw):
     cpu = load_settings("vllm-cpu", **TEST_SETTINGS)
     return load_settings("remote", answer_url=url, embed_url=url, rerank_url=url, answer_model=SHIPPED,
-                         embed_model=SHIPPED, rerank_model=SHIPPED, think_block=False, n_ctx=cpu.n_ctx,
-                         rerank_max_len=cpu.rerank_max_len, embed_query_prefix=cpu.embed_query_prefix,
+                         embed_model=SHIPPED, rerank_model=SHIPPED, think_block=False, n_ctx=cpu.answer.n_ctx,
+                         rerank_max_len=cpu.roles.rerank_max_len, embed_query_prefix=cpu.remote.embed_query_prefix,
                          remote_timeout=300, **kw)
 
 

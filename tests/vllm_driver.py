@@ -106,10 +106,10 @@ def stage_embed() -> dict:
     out: dict = {"engine_seconds": time.perf_counter() - t0, "args": engine_args(s, "embed")}
     p = emb.embed_passages([TEXT, TEXT2, TEXT])
     q = emb.embed_queries(["Якого кольору дах?"])
-    qp = emb.embed_passages([s.embed_query_prefix + "Якого кольору дах?"])
+    qp = emb.embed_passages([s.remote.embed_query_prefix + "Якого кольору дах?"])
     out.update(shape=list(p.shape), norms=np.linalg.norm(p, axis=1).tolist(), same_text=float(p[0] @ p[2]),
                different_texts=float(p[0] @ p[1]), query_is_prefixed_passage=float(q[0] @ qp[0]),
-               query_prefix=s.embed_query_prefix, word_tokens=emb.count_word_tokens("зволожувач"),
+               query_prefix=s.remote.embed_query_prefix, word_tokens=emb.count_word_tokens("зволожувач"),
                empty_shape=list(emb.embed_passages([]).shape), vectors=p.tolist(), query_vector=q[0].tolist())
     return out
 

@@ -262,7 +262,7 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
         if kind == "done":
             return val
         if val[0] == "search":
-            k = min(pipe.settings.top_k_answer, len(val[1].reranked))
+            k = min(pipe.settings.answer.top_k_answer, len(val[1].reranked))
             yield {ui.status: reading.format(k=V.plural(k, "passage"))}
 
 
@@ -276,7 +276,7 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
     top = refs[0] if refs else {}
     img = V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page)
     crop, why = _evidence_views(ctx, pipe, q, a, top)
-    scorer, found = ctx.settings.scorer, not V.not_in_documents(a)
+    scorer, found = ctx.settings.answer.scorer, not V.not_in_documents(a)
     held = R.held_text(runs_dir, a.probabilities.get(a.letter, 0.0)) if runs_dir and found else ""
     crop_label, page_label = (CROP_LABEL, PAGE_LABEL) if found else (CLOSEST_LABEL, CLOSEST_LABEL)
     if not found:  # no answer: the lines are what the model leaned on, not why an answer is right

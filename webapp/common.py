@@ -40,7 +40,7 @@ class Context:
     line: Line = field(default_factory=Line)  # the questions waiting for the model (place and wait, webapp/line.py)
 
     def __post_init__(self):
-        self.line.slots = max(1, self.settings.model_concurrency)
+        self.line.slots = max(1, self.settings.web.model_concurrency)
 
 
 def df(rows: list[list], columns: list[str]) -> pd.DataFrame:

@@ -177,9 +177,9 @@ def _run_controls(ctx: Context) -> dict:
                                       "unanswerable)", file_types=[".csv"], elem_id="questions-csv", scale=2)
         with gr.Column(scale=1):
             got["run_name"] = gr.Textbox(label="Run name (optional)", elem_id="run-name")
-            n = ctx.settings.order_check if ctx.settings.order_check > 1 else ORDER_CHECKS
+            n = ctx.settings.answer.order_check if ctx.settings.answer.order_check > 1 else ORDER_CHECKS
             got["check_order"] = gr.Checkbox(label=f"Check option order ({n} orders per question; the Order column "
-                                                   "and filter)", value=ctx.settings.order_check > 1,
+                                                   "and filter)", value=ctx.settings.answer.order_check > 1,
                                              elem_id="check-order")
             with gr.Row():
                 got["run_btn"] = gr.Button("Run", variant="primary", elem_id="run")
@@ -221,7 +221,7 @@ def _trace_views(ctx: Context) -> dict:
         got["ranks"] = gr.Dataframe(df([], RANK_COLUMNS), label="Gold page's rank per stage", interactive=False,
                                     elem_id="gold-ranks")
         got["q_probs"] = gr.BarPlot(None, x="option", y="probability", y_lim=[0, 1],
-                                    label=V.chart_title(ctx.settings.scorer), sort="x",
+                                    label=V.chart_title(ctx.settings.answer.scorer), sort="x",
                                     elem_id="question-probabilities", height=240)
     got["trace_code"] = gr.Code(label="Trace", language="json", elem_id="trace", max_lines=30)
     return got
@@ -326,7 +326,7 @@ def read_csv(ctx: Context, csv_file) -> tuple[list, list, bool]:
         data = Path(csv_file).read_bytes()
         free = is_free_form(data)
         read = read_free_questions if free else read_questions
-        return (*read(data, max_questions=ctx.settings.max_questions), free)
+        return (*read(data, max_questions=ctx.settings.limits.max_questions), free)
     except UserError as e:
         log.info("evaluation run: %s: %s", type(e).__name__, e)
         raise user_error(str(e)) from None
@@ -375,7 +375,7 @@ def on_stop(ui: EvaluateTab, token):
 
 def _work(ctx: Context, pipe, parsed, out: Path, stop: threading.Event, order: bool):
     questions, _, free = parsed
-    n_orders = ctx.settings.order_check if ctx.settings.order_check > 1 else ORDER_CHECKS
+    n_orders = ctx.settings.answer.order_check if ctx.settings.answer.order_check > 1 else ORDER_CHECKS
     run_pipe = Stoppable(pipe, stop)
     if free:
         return lambda report: evaluate_free(run_pipe, questions, out, progress=report)

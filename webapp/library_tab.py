@@ -49,7 +49,7 @@ class LibraryTab:
 def layout(ctx: Context) -> LibraryTab:
     s = ctx.settings
     with gr.Row():
-        upload = gr.File(label=f"Upload PDFs (many at once; up to {s.max_upload_mb:g} MB each)", file_count="multiple",
+        upload = gr.File(label=f"Upload PDFs (many at once; up to {s.limits.max_upload_mb:g} MB each)", file_count="multiple",
                          file_types=[".pdf"], elem_id="upload", scale=3)
         with gr.Column(scale=1):
             sample_btn = gr.Button("Load the sample corpus", elem_id="load-sample")
@@ -133,7 +133,7 @@ def index_files(ctx: Context, ui: LibraryTab, sid: str, items: list[tuple[str, P
         return
     with ctx.store.open(sid) as pipe:
         for i, (name, path) in enumerate(items):
-            data, why = _read(name, path, ctx.settings.max_upload_mb)
+            data, why = _read(name, path, ctx.settings.limits.max_upload_mb)
             if data is None:
                 rows[i][1:] = ["failed", why]
                 yield {ui.status: df(rows, V.STATUS_COLUMNS)}

@@ -127,11 +127,11 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
     data_dir, sample_dir = Path(settings.data_dir), Path(sample_dir)
     # uploads return once a document is searchable (BM25); its vectors are added in the background
     store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models, background=True),
-                         shared=settings.shared_library, max_sessions=settings.max_sessions,
-                         max_age_s=settings.session_days * 86400, max_open=max_open)
+                         shared=settings.web.shared_library, max_sessions=settings.web.max_sessions,
+                         max_age_s=settings.web.session_days * 86400, max_open=max_open)
     store.cleanup()
     ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
-                  dict(concurrency_limit=settings.model_concurrency, concurrency_id="model"))
+                  dict(concurrency_limit=settings.web.model_concurrency, concurrency_id="model"))
     demo, page, ask_page = _layout(ctx, data_dir)
     with demo:
         library_tab.wire(ctx, page.library, page.sid)

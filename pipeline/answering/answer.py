@@ -78,7 +78,7 @@ def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: S
     """This pipeline's scorer: :func:`score_once`, or with ``answer_orders`` > 1 its log-probabilities
     averaged over that many cyclic orders of the options (:func:`option_orders`), each under the options'
     own letters; the scorer's own probabilities (``letter``, ``option``) are the first order's."""
-    orders = option_orders(q, s.answer_orders)
+    orders = option_orders(q, s.answer.answer_orders)
     if len(orders) <= 1:
         return score_once(answerer, q, chosen, s)
     runs = []
@@ -99,13 +99,13 @@ def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: S
 def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
     """The options scored once, in their given order; ``calibrated`` combines per-option features
     (pipeline.answering.calibration)."""
-    if s.scorer == "listed" and s.listed_support_weight:
+    if s.answer.scorer == "listed" and s.answer.listed_support_weight:
         from .calibration import with_support
 
-        return with_support(answerer.score(q, chosen, scorer=s.scorer), q, chosen, s.listed_support_weight,
-                            s.listed_temperature)
-    if s.scorer != "calibrated":
-        return answerer.score(q, chosen, scorer=s.scorer)
+        return with_support(answerer.score(q, chosen, scorer=s.answer.scorer), q, chosen, s.answer.listed_support_weight,
+                            s.answer.listed_temperature)
+    if s.answer.scorer != "calibrated":
+        return answerer.score(q, chosen, scorer=s.answer.scorer)
     if not getattr(answerer, "per_option_features", False):
         raise BackendUnavailable(f"the calibrated scorer needs the llama.cpp answerer, not {type(answerer).__name__}")
     from .calibration import calibrated_scores
@@ -148,7 +148,7 @@ def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: l
     if scores.features:
         details["features"] = scores.features
     probs = scores.probabilities
-    if wider and s.retry_below and max(probs.values()) < s.retry_below:
+    if wider and s.answer.retry_below and max(probs.values()) < s.answer.retry_below:
         again = score_options(answerer, q, wider, s)
         timings["answer_retry"] = again.seconds
         details["retried"] = True

@@ -154,7 +154,7 @@ def calibrated_scores(ans, q: Question, evidence: list[Candidate], model: dict |
     option = {}
     if rec.get("option_mean"):  # the option scorer's own probabilities, as the other scorers report them
         z = np.array([x if x is not None else NEG for x in rec["option_mean"]])
-        po = softmax_masked(z / max(1e-3, ans.settings.option_temperature), option_mask(q.options))
+        po = softmax_masked(z / max(1e-3, ans.settings.answer.option_temperature), option_mask(q.options))
         option = {L: float(x) for L, x in zip(LETTERS, po)}
     return Scores(probs, {}, option, rec.get("prompt_tokens", 0), time.perf_counter() - t0, features=rec)
 

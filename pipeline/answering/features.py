@@ -71,8 +71,8 @@ def llm_features(ans, q: Question, evidence: list[Candidate], groups=GROUPS, shi
     if not set(groups) - {"neutral", "support"}:
         return f, secs
     t = time.perf_counter()
-    passages = [fit_lines(passage_text(c), s.passage_tokens, terms, ans.count_tokens) for c in evidence]
-    shared = fit_shared_prompt(q, passages, ans.count_tokens, s.n_ctx)
+    passages = [fit_lines(passage_text(c), s.answer.passage_tokens, terms, ans.count_tokens) for c in evidence]
+    shared = fit_shared_prompt(q, passages, ans.count_tokens, s.answer.n_ctx)
     f["prompt_tokens"] = ans.count_tokens(shared)
     ans.prefill([shared, OPTION_TAIL])  # the prefix alone, timed apart from the option tails
     secs["prefix"] = time.perf_counter() - t

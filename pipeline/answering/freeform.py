@@ -13,7 +13,7 @@ scorer does) and, on top of that cached prefix:
 * judges whether the passages answer the question at all (p of "так" vs "ні");
 * **verifies** each answer: "do the passages support this answer?" (p of "так").
 
-``settings.free_mode`` says which answer is shown (chosen by measurement:
+``settings.free.free_mode`` says which answer is shown (chosen by measurement:
 ``bench/freeform.md``). The answer is shown only when it is grounded (most of
 its content words occur in the passages), the model judges the passages to
 hold an answer, and (``free_verify``) the verification supports it; otherwise
@@ -147,7 +147,7 @@ class FreeReader:
     def __init__(self, answerer, max_tokens: int = 40, prompt: str = "short"):
         self.a, self.max_tokens = answerer, max_tokens
         self.gen_tail, self.forced_tail = TAILS[prompt]  # the answer's request (``free_prompt``)
-        self._turn = with_think_block if answerer.settings.think_block else (lambda tail: tail)
+        self._turn = with_think_block if answerer.settings.answer.think_block else (lambda tail: tail)
 
     def count_tokens(self, text: str) -> int:
         return self.a.count_tokens(text)
@@ -159,7 +159,7 @@ class FreeReader:
         """:func:`free_prompt` within the context less room for a tail and the answer; when too long, its end
         is cut and the question re-added (the start holds the system prompt and the best passages)."""
         text = free_prompt(q, passages)
-        budget = self.a.settings.n_ctx - 160 - self.max_tokens
+        budget = self.a.settings.answer.n_ctx - 160 - self.max_tokens
         if self.a.count_tokens(text) <= budget:
             return text
         tail = f"\nЗапитання: {q.text.strip()}"
@@ -204,8 +204,9 @@ class Switches:
 
     @classmethod
     def from_settings(cls, s) -> "Switches":
-        return cls(s.free_mode, s.free_verify, s.free_retry_top_k, s.free_min_answerable, s.free_min_supported,
-                   s.free_min_grounding, s.free_flag, s.free_judge_with_flag)
+        f = s.free
+        return cls(f.free_mode, f.free_verify, f.free_retry_top_k, f.free_min_answerable, f.free_min_supported,
+                   f.free_min_grounding, f.free_flag, f.free_judge_with_flag)
 
 
 def decide(r: Reading, passages: list[str], sw: Switches, present: bool = False, force: bool = True
@@ -333,14 +334,14 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     reranked, timings, still = list(found.reranked), dict(found.timings), list(found.lexical_only)
     if not reranked:
         raise ValueError("nothing was retrieved for this question: is the library empty?")
-    read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free_mode == "extract"))
+    read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free.free_mode == "extract"))
     sw = Switches.from_settings(s)
-    tries = [(s.top_k_answer, s.passage_tokens)]
-    if sw.retry_top_k and sw.retry_top_k > s.top_k_answer:
-        tries.append((sw.retry_top_k, s.free_retry_passage_tokens))
+    tries = [(s.answer.top_k_answer, s.answer.passage_tokens)]
+    if sw.retry_top_k and sw.retry_top_k > s.answer.top_k_answer:
+        tries.append((sw.retry_top_k, s.free.free_retry_passage_tokens))
     details: dict = {"tries": [], "retrieved": list(found.retrieved), "lexical_only_docs": still, **flag}
     if flag.get("not_in_documents"):
-        shown = reranked[:s.top_k_answer]
+        shown = reranked[:s.answer.top_k_answer]
         missing = flag["flag_features"].get("absent_words") or []
         why = (f"its words {', '.join(f'«{w}»' for w in missing)} occur in no document here" if missing else
                "the closest passages match it weakly")
@@ -357,12 +358,12 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
         and flag["flag_features"]["rare_absent"] < 0.5
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
-        texts, shown = passages_for(reader, q, reranked[:k], library, s.free_preceding and n == 0, budget,
-                                    s.free_preceding_tokens)
+        texts, shown = passages_for(reader, q, reranked[:k], library, s.free.free_preceding and n == 0, budget,
+                                    s.free.free_preceding_tokens)
         r = read(q, texts)
         timings["answer" if n == 0 else "answer_retry"] = r.seconds
         last = n == len(tries) - 1
-        text, reasons, g = decide(r, texts, sw, present, force=last or not s.free_forced_after_retry)
+        text, reasons, g = decide(r, texts, sw, present, force=last or not s.free.free_forced_after_retry)
         details["tries"].append({"k": k, "reading": r.to_dict(), "reasons": reasons, "grounding": g,
                                  "forced": bool(text) and text == r.forced,
                                  "shown": [c.chunk.chunk_id for c in shown]})
@@ -375,4 +376,4 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
 
 def free_reader(answerer, settings) -> FreeReader:
     """The reader over an answer model (any backend with the free-text interface)."""
-    return FreeReader(answerer, settings.free_max_tokens, settings.free_prompt)
+    return FreeReader(answerer, settings.free.free_max_tokens, settings.free.free_prompt)

@@ -47,7 +47,7 @@ class E5Embedder(Embedder):
 
     @classmethod
     def from_settings(cls, settings: Settings, shared=None) -> "E5Embedder":
-        return cls(n_threads=settings.n_threads, engine=settings.e5_engine)
+        return cls(n_threads=settings.answer.n_threads, engine=settings.search.e5_engine)
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         with self._lock:

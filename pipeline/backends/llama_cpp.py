@@ -112,11 +112,11 @@ class LlamaCppAnswerer(Answerer):
         self.settings = settings
         self.model_path = model_path
         self.model_format, self.format_why = model_format, why  # shipped.answer_gguf's choice (the about line)
-        self._batched = settings.llama_batch_continuations
+        self._batched = settings.answer.llama_batch_continuations
         self._prior: LlamaCppAnswerer | None = None  # a second context for prompts without passages (listed)
-        threads = settings.n_threads or os.cpu_count() or 1
-        with llama_defaults(use_extra_buffers(settings.llama_extra_buffers), SEQUENCES if self._batched else 1):
-            self.llm = llama_cpp.Llama(model_path, n_ctx=settings.n_ctx, n_threads=threads,
+        threads = settings.answer.n_threads or os.cpu_count() or 1
+        with llama_defaults(use_extra_buffers(settings.answer.llama_extra_buffers), SEQUENCES if self._batched else 1):
+            self.llm = llama_cpp.Llama(model_path, n_ctx=settings.answer.n_ctx, n_threads=threads,
                                        n_threads_batch=threads, n_batch=512, verbose=False)
         self._vocab = self.llm.n_vocab()
         self._lock = threading.RLock()
@@ -130,7 +130,7 @@ class LlamaCppAnswerer(Answerer):
     def from_settings(cls, settings: Settings, shared=None) -> "LlamaCppAnswerer":
         from .shipped import answer_gguf
 
-        path, fmt, why = answer_gguf(settings.answer_format)
+        path, fmt, why = answer_gguf(settings.answer.answer_format)
         log.info("answer model: %s, %s (%s)", path.name, fmt.upper(), why)
         return cls(str(path), settings, fmt, why)
 
@@ -139,7 +139,7 @@ class LlamaCppAnswerer(Answerer):
 
     def prompt_tokens(self, q: Question, passages: list[str]) -> list[int]:
         """The shared prompt, passages cut from the lowest rank's end until everything fits the context."""
-        return self._tok(fit_shared_prompt(q, passages, self.count_tokens, self.settings.n_ctx), special=True)
+        return self._tok(fit_shared_prompt(q, passages, self.count_tokens, self.settings.answer.n_ctx), special=True)
 
     def _logits(self, rows: int = 1) -> np.ndarray:
         a = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self._vocab)).astype(np.float64)
@@ -290,10 +290,10 @@ class LlamaCppAnswerer(Answerer):
     def score(self, q: Question, evidence: list[Candidate], scorer: str | None = None) -> Scores:
         t0 = time.perf_counter()
         s = self.settings
-        scorer = scorer or s.scorer
+        scorer = scorer or s.answer.scorer
         terms = question_terms(q)
         with self._lock:
-            passages = [self.fit(passage_text(c), s.passage_tokens, terms) for c in evidence]
+            passages = [self.fit(passage_text(c), s.answer.passage_tokens, terms) for c in evidence]
             shared = self.prompt_tokens(q, passages)
             option = np.zeros(6)
             letter = np.full(6, 1 / 6)
@@ -307,10 +307,10 @@ class LlamaCppAnswerer(Answerer):
                 if scorer == "listed":
                     features = {"listed_sum": [float(np.sum(x)) if x else None for x in lps],
                                 "listed_ntok": [len(x) for x in lps]}
-                    if s.listed_prior_weight:  # less each option's worth without passages (its wording's)
+                    if s.answer.listed_prior_weight:  # less each option's worth without passages (its wording's)
                         prior = self.prior_values(q)
                         features["listed_prior_sum"] = [float(np.sum(x)) if x else None for x in prior]
-                        option -= s.listed_prior_weight * np.array([np.mean(x) if x else 0.0 for x in prior])
+                        option -= s.answer.listed_prior_weight * np.array([np.mean(x) if x else 0.0 for x in prior])
                     features["listed_value"] = [float(v) for v in option]  # before the temperature
                 n_prompt = len(opt_prompt)
             if scorer in ("letter", "combined"):
@@ -318,7 +318,7 @@ class LlamaCppAnswerer(Answerer):
                 let_prompt = shared + self._tok(letter_tail(q), special=True)
                 letter = softmax(self._eval(let_prompt)[self.letter_ids])
                 n_prompt = len(let_prompt)
-        opt_p = softmax(option / max(1e-3, s.listed_temperature if scorer == "listed" else s.option_temperature))
+        opt_p = softmax(option / max(1e-3, s.answer.listed_temperature if scorer == "listed" else s.answer.option_temperature))
         both = np.sqrt(letter * opt_p)
         chosen = {"option": opt_p, "listed": opt_p, "letter": letter, "combined": both / both.sum()}[scorer]
         let = {L: float(p) for L, p in zip(LETTERS, letter)}

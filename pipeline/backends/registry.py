@@ -36,6 +36,7 @@ BACKENDS: dict[str, dict[str, tuple[str, str]]] = {
                  "remote": ("pipeline.backends.remote", "RemoteAnswerer"),
                  "vllm": ("pipeline.backends.vllm_engine", "VllmAnswerer")},
 }
+ROLE_OF = {"embedder": "embed", "reranker": "rerank", "answerer": "answer"}  # each kind's role (Settings.role)
 
 
 def available(kind: str) -> dict[str, type]:
@@ -84,7 +85,7 @@ class Models:
         """The ``kind`` model (embedder, reranker, answerer), loaded on first use. ``optional``: ``None`` when the
         setting names no model (the reranker's ``options`` and ``none``: the stage scores from the index)."""
         with self._lock:
-            name = getattr(self.settings, kind)
+            name = self.settings.role(ROLE_OF[kind]).backend
             if getattr(self, f"_{kind}") is None and (name in BACKENDS[kind] or not optional):
                 setattr(self, f"_{kind}", self._make(kind, name))
             return getattr(self, f"_{kind}")

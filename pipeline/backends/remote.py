@@ -6,7 +6,7 @@ model name, all from settings (``PDFQA_EMBED_URL``, ``PDFQA_EMBED_MODEL``, …,
 ``PDFQA_API_KEY``):
 
 * embedder — ``POST {embed_url}/embeddings`` (OpenAI schema); queries get
-  ``settings.embed_query_prefix``; vectors are L2-normalised here;
+  ``settings.remote.embed_query_prefix``; vectors are L2-normalised here;
 * reranker — vLLM's rerank API (Jina / Cohere schema: ``results[].index,
   relevance_score``) or its score API (``data[].index, score``), both at the
   server root, ``POST /rerank`` and ``POST /score``, as vLLM documents them
@@ -84,9 +84,9 @@ class HttpClients:
             if key not in self._clients:
                 s = self.settings
                 headers = {"Content-Type": "application/json"}
-                if s.api_key is not None:
-                    headers["Authorization"] = f"Bearer {s.api_key.get_secret_value()}"
-                timeout = httpx.Timeout(s.remote_timeout, connect=min(s.remote_timeout, 10.0))
+                if s.remote.api_key is not None:
+                    headers["Authorization"] = f"Bearer {s.remote.api_key.get_secret_value()}"
+                timeout = httpx.Timeout(s.remote.remote_timeout, connect=min(s.remote.remote_timeout, 10.0))
                 self._clients[key] = httpx.Client(headers=headers, timeout=timeout)
             return self._clients[key]
 
@@ -111,7 +111,7 @@ class Http:
             raise BackendError(f"no URL for the {what} server: set PDFQA_{setting.upper()}")
         self.base = base_url.rstrip("/")
         self.what = what
-        self.timeout = settings.remote_timeout
+        self.timeout = settings.remote.remote_timeout
         self._httpx = httpx
         self._client = (clients or HttpClients(settings)).client(self.base)
 
@@ -159,9 +159,9 @@ def _expect(cond: bool, http: Http, path: str, got, base: str | None = None) -> 
 class RemoteEmbedder(Embedder):
     def __init__(self, settings: Settings, http: Http | None = None):
         self.settings = settings
-        self.http = http or Http(settings.embed_url, "embedding", settings, "embed_url")
-        self.model = settings.embed_model
-        if settings.embed_tokenizer == "e5":
+        self.http = http or Http(settings.roles.embed_url, "embedding", settings, "embed_url")
+        self.model = settings.roles.embed_model
+        if settings.remote.embed_tokenizer == "e5":
             from .e5 import e5_word_counter
 
             self._count = e5_word_counter()
@@ -170,13 +170,13 @@ class RemoteEmbedder(Embedder):
 
     @classmethod
     def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteEmbedder":
-        return cls(settings, shared.http(settings.embed_url, "embedding", "embed_url") if shared else None)
+        return cls(settings, shared.http(settings.roles.embed_url, "embedding", "embed_url") if shared else None)
 
     def _embed(self, texts: list[str], kind: str) -> np.ndarray:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         body = {"model": self.model, "input": list(texts), "encoding_format": "float"}
-        if self.settings.embed_input_type:
+        if self.settings.remote.embed_input_type:
             body["input_type"] = kind
         got = self.http.post("/embeddings", body)
         data = got.get("data") if isinstance(got, dict) else None
@@ -198,13 +198,13 @@ class RemoteEmbedder(Embedder):
 class RemoteReranker(Reranker):
     def __init__(self, settings: Settings, http: Http | None = None):
         self.settings = settings
-        self.http = http or Http(settings.rerank_url, "reranking", settings, "rerank_url")
-        self.model = settings.rerank_model
+        self.http = http or Http(settings.roles.rerank_url, "reranking", settings, "rerank_url")
+        self.model = settings.roles.rerank_model
         self.vocab = qwen_vocab()  # counting for the cut: exact for Qwen-family rerankers, an estimate for others
 
     @classmethod
     def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteReranker":
-        return cls(settings, shared.http(settings.rerank_url, "reranking", "rerank_url") if shared else None)
+        return cls(settings, shared.http(settings.roles.rerank_url, "reranking", "rerank_url") if shared else None)
 
     # tokens kept free under rerank_max_len: special tokens the server adds to a (query, document) pair, and
     # differences between the local vocabulary and the served model's
@@ -215,17 +215,17 @@ class RemoteReranker(Reranker):
         tokenizer parses them) fit ``rerank_max_len`` less :attr:`RERANK_MARGIN`: a server refuses the whole
         request (HTTP 400) when one pair is longer than its max_model_len, as the in-process engine would."""
         count = lambda t: len(self.vocab.encode(t))  # noqa: E731
-        budget = self.settings.rerank_max_len - self.RERANK_MARGIN - count(query_part)
+        budget = self.settings.roles.rerank_max_len - self.RERANK_MARGIN - count(query_part)
         return fit_to_context([doc], lambda ds: rerank_document_part(ds[0]), count, max(budget, 1))
 
     def request(self, q: Question, candidates: list[Candidate]) -> tuple[str, dict]:
         """The endpoint (at the server root) and body for one question's candidates (each document cut to fit)."""
         s = self.settings
         query, docs = rerank_pairs(q, candidates)
-        query = rerank_query_part(s.rerank_instruction, query)
+        query = rerank_query_part(s.rerank.rerank_instruction, query)
         docs = [self.fit(query, d) for d in docs]
         body: dict = {"model": self.model}
-        if s.rerank_api == "rerank":
+        if s.remote.rerank_api == "rerank":
             body.update(query=query, documents=docs, top_n=len(docs))
             return "/rerank", body
         body.update(text_1=query, text_2=docs)
@@ -255,7 +255,7 @@ def check_prompt_logprobs(settings: Settings, n_tokens: int, where: str) -> None
     """Refuse (:class:`BackendUnsupported`) asking log-probabilities of every token of a prompt longer than
     ``prompt_logprobs_max_tokens``: vLLM computes full-vocabulary logits for each such token outside its memory
     profiling (~7.5 GiB at 8,192 tokens, vllm PR #52054), which can kill a T4 engine."""
-    cap = settings.prompt_logprobs_max_tokens
+    cap = settings.remote.prompt_logprobs_max_tokens
     if cap and n_tokens > cap:
         raise BackendUnsupported(
             f"{where}: scoring continuations needs the log-probability of every prompt token, and this prompt has "
@@ -268,11 +268,11 @@ class RemoteAnswerer(Answerer):
     """One completion token, restricted to the six letters; their log-probabilities renormalised."""
 
     def __init__(self, settings: Settings, http: Http | None = None):
-        if settings.scorer != "letter":
-            raise ValueError(f"the remote answerer scores letters only (scorer={settings.scorer!r}): set scorer=letter")
+        if settings.answer.scorer != "letter":
+            raise ValueError(f"the remote answerer scores letters only (scorer={settings.answer.scorer!r}): set scorer=letter")
         self.settings = settings
-        self.http = http or Http(settings.answer_url, "answer", settings, "answer_url")
-        self.model = settings.answer_model
+        self.http = http or Http(settings.roles.answer_url, "answer", settings, "answer_url")
+        self.model = settings.roles.answer_model
         self.vocab = qwen_vocab()  # prompt budgeting: exact for Qwen-family models, an estimate for others
         self._count = lambda text: len(self.vocab.encode(text))
         self.letter_ids = self._letter_ids()
@@ -283,7 +283,7 @@ class RemoteAnswerer(Answerer):
 
     @classmethod
     def from_settings(cls, settings: Settings, shared: HttpClients | None = None) -> "RemoteAnswerer":
-        return cls(settings, shared.http(settings.answer_url, "answer", "answer_url") if shared else None)
+        return cls(settings, shared.http(settings.roles.answer_url, "answer", "answer_url") if shared else None)
 
     def _server_tokenize(self, text: str) -> list[int] | None:
         """The served model's own token ids: vLLM's /tokenize, else llama.cpp's /extras/tokenize."""
@@ -326,7 +326,7 @@ class RemoteAnswerer(Answerer):
         ids = self.letter_ids
         return {
             "model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0,
-            "logprobs": max(len(ids), self.settings.answer_top_logprobs),
+            "logprobs": max(len(ids), self.settings.remote.answer_top_logprobs),
             "logit_bias": {str(i): 100 for i in ids},
             # vLLM: exactly these tokens may come, and their log-probabilities are returned
             "allowed_token_ids": ids, "logprob_token_ids": ids, "return_tokens_as_token_ids": True,
@@ -407,7 +407,7 @@ class RemoteAnswerer(Answerer):
         """From the first token's top ``answer_top_logprobs`` (``base.top_log_odds``)."""
         keys_yes, keys_no = self._word_keys(yes), self._word_keys(no)
         top = self.top_logprobs({"choices": [self._complete({
-            "prompt": prompt_text(prompt), "max_tokens": 1, "logprobs": self.settings.answer_top_logprobs,
+            "prompt": prompt_text(prompt), "max_tokens": 1, "logprobs": self.settings.remote.answer_top_logprobs,
             "return_tokens_as_token_ids": True})]})
         return top_log_odds(top, keys_yes, keys_no)
 

@@ -141,8 +141,8 @@ def answer_gguf(setting: str = "auto") -> tuple[Path, str, str]:
 def answer_model_note(settings) -> dict:
     """What answers, for people and records (the app's about line, metrics.json): the llama.cpp model's file and
     format (the choice is made without loading it), or the configured model."""
-    if settings.answerer != "llama-cpp":
-        return {"backend": settings.answerer, "model": settings.answer_model}
-    fmt, why = choose_format(settings.answer_format)
+    if settings.answer.answerer != "llama-cpp":
+        return {"backend": settings.answer.answerer, "model": settings.roles.answer_model}
+    fmt, why = choose_format(settings.answer.answer_format)
     name = QWEN_1_5B["name"].replace("q4_k_m", fmt)
     return {"backend": "llama-cpp", "model": name, "format": fmt, "why": why}

@@ -10,7 +10,7 @@ vLLM's real CPU engine (``tests/test_vllm_engine.py``, ``tests/vllm_driver.py``)
 ``engine_args`` through vLLM's own ``EngineArgs``.
 
 * Embedder — pooling runner; Qwen3-Embedding's pooler (last token, normalised)
-  comes from the checkpoint; queries get ``settings.embed_query_prefix``.
+  comes from the checkpoint; queries get ``settings.remote.embed_query_prefix``.
 * Reranker — the original Qwen3-Reranker checkpoint as a sequence classifier
   (``hf_overrides``: ``Qwen3ForSequenceClassification``,
   ``classifier_from_token=["no","yes"]``, ``is_original_qwen3_reranker``),
@@ -74,22 +74,22 @@ def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
     """The ``vllm.LLM(**args)`` for one stage under ``settings``."""
     s = settings
     role = s.role(stage)
-    args: dict[str, Any] = dict(model=resolve_model(role.model), dtype=s.vllm_dtype, tensor_parallel_size=s.tensor_parallel,
+    args: dict[str, Any] = dict(model=resolve_model(role.model), dtype=s.vllm.vllm_dtype, tensor_parallel_size=s.vllm.tensor_parallel,
                                 gpu_memory_utilization=role.gpu_memory, max_model_len=role.max_len,
-                                max_num_seqs=s.vllm_max_num_seqs, enforce_eager=s.vllm_enforce_eager, seed=0)
-    if s.vllm_attention_backend:
-        args["attention_config"] = {"backend": s.vllm_attention_backend}
+                                max_num_seqs=s.vllm.vllm_max_num_seqs, enforce_eager=s.vllm.vllm_enforce_eager, seed=0)
+    if s.vllm.vllm_attention_backend:
+        args["attention_config"] = {"backend": s.vllm.vllm_attention_backend}
     if stage == "embed":
         args["runner"] = "pooling"
         args["convert"] = "embed"  # what vLLM's "auto" picks for Qwen3-Embedding (a *ForCausalLM checkpoint)
     elif stage == "rerank":
         args["runner"] = "pooling"
-        args["hf_overrides"] = dict(s.vllm_rerank_overrides or QWEN3_RERANKER)
+        args["hf_overrides"] = dict(s.vllm.vllm_rerank_overrides or QWEN3_RERANKER)
     else:
         args["runner"] = "generate"
-        if s.vllm_quantization:  # None: vLLM reads the checkpoint's quantization_config (awq_marlin where it can)
-            args["quantization"] = s.vllm_quantization
-    args.update(s.vllm_args)
+        if s.vllm.vllm_quantization:  # None: vLLM reads the checkpoint's quantization_config (awq_marlin where it can)
+            args["quantization"] = s.vllm.vllm_quantization
+    args.update(s.vllm.vllm_args)
     return args
 
 
@@ -111,11 +111,11 @@ def engine(settings: Settings, stage: str):
     with _ENGINES_LOCK:
         if key not in _ENGINES:
             _require_vllm()
-            if settings.stage_per_process and _ENGINES:
+            if settings.vllm.stage_per_process and _ENGINES:
                 raise RuntimeError(f"profile {settings.profile!r} runs one model per process (they do not fit on the "
                                    f"GPUs together): use `python -m pipeline.evaluation.staged` for batch runs")
-            if settings.vllm_cpu_kv_cache_gib and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
-                os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.vllm_cpu_kv_cache_gib:g}"
+            if settings.vllm.vllm_cpu_kv_cache_gib and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+                os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.vllm.vllm_cpu_kv_cache_gib:g}"
             _ENGINES[key] = vllm.LLM(**args)
         return _ENGINES[key]
 
@@ -222,9 +222,9 @@ class VllmReranker(Reranker):
     def prompts(self, q: Question, candidates: list[Candidate]) -> list[str]:
         """One prompt per candidate, its document cut so the prompt fits ``rerank_max_len`` tokens."""
         query, docs = rerank_pairs(q, candidates)
-        instruction, count = self.settings.rerank_instruction, lambda t: len(self.tok.encode(t))
+        instruction, count = self.settings.rerank.rerank_instruction, lambda t: len(self.tok.encode(t))
         return [fit_to_context([d], lambda ds: rerank_prompt(instruction, query, ds[0]), count,
-                               self.settings.rerank_max_len) for d in docs]
+                               self.settings.roles.rerank_max_len) for d in docs]
 
     def score_batch(self, items: list[tuple[Question, list[Candidate]]]) -> list[list[float]]:
         """Every question's candidates in one GPU call (the staged batch run)."""
@@ -245,8 +245,8 @@ class VllmAnswerer(Answerer):
     def __init__(self, settings: Settings, llm=None, tokenizer: Tokenizer | None = None,
                  run: Callable[[Any, list[list[int]], list[int]], list[dict[int, float]]] = run_letter_logprobs,
                  generate: Callable[[Any, list[list[int]], dict[str, Any]], list] = run_generate):
-        if settings.scorer != "letter":
-            raise ValueError(f"the vLLM answerer scores letters only (scorer={settings.scorer!r}): set scorer=letter")
+        if settings.answer.scorer != "letter":
+            raise ValueError(f"the vLLM answerer scores letters only (scorer={settings.answer.scorer!r}): set scorer=letter")
         self.settings = settings
         self.llm = llm if llm is not None else engine(settings, "answer")
         self.tok = tokenizer or _tokenizer(self.llm)
@@ -305,6 +305,6 @@ class VllmAnswerer(Answerer):
         return [prompt_token_logprobs(next(outs), len(ids), c) if c else [] for c in conts]
 
     def yes_log_odds(self, prompt: Prompt, yes=YES, no=NO) -> float:
-        (out,) = self._call([self._ids(prompt)], next_token_params(self.settings.answer_top_logprobs))
+        (out,) = self._call([self._ids(prompt)], next_token_params(self.settings.remote.answer_top_logprobs))
         first = lambda words: sorted({self.tok.encode(w)[0] for w in words})  # noqa: E731
         return top_log_odds(first_token_logprobs(out), first(yes), first(no))

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         free = is_free_form(data)
         if free and a.no_answer:
             raise QuestionsError("--no-answer is for six-option questions; this file has no option columns (A–F)")
-        questions, problems = (read_free_questions if free else read_questions)(data, settings.max_questions)
+        questions, problems = (read_free_questions if free else read_questions)(data, settings.limits.max_questions)
         pdfs = list_pdfs(a.pdfs)
     except (QuestionsError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

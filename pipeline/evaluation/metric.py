@@ -12,7 +12,7 @@ WRONG_ANSWER = "wrong answer"
 WRONG_DOC = "wrong document"
 WRONG_PAGE = "wrong page"
 FAILED = "failed"
-UNSTABLE = "answer changes with option order"  # only for runs with the order check (settings.order_check)
+UNSTABLE = "answer changes with option order"  # only for runs with the order check (settings.answer.order_check)
 KINDS = [ALL, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE, FAILED, UNSTABLE]
 METRICS = ["score", "answer_accuracy", "doc_accuracy", "page_proximity", "ece"]
 # free-form runs (questions without options; pipeline.evaluation.free): a wrong answer is token F1 < 0.5

@@ -124,7 +124,7 @@ def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple
     Columns ``Question_ID, Question, A–F`` are required (any order, any case; others are ignored;
     ``Correct_Answer, Doc_ID, Page_Num`` are read as gold); comma, semicolon or tab separated.
     A file that cannot be used at all — or holds more than ``max_questions`` questions
-    (``settings.max_questions``) — raises :class:`QuestionsError`; bad rows are skipped with a note.
+    (``settings.limits.max_questions``) — raises :class:`QuestionsError`; bad rows are skipped with a note.
     """
     text, problems = decode(data) if isinstance(data, bytes) else (data.lstrip("\ufeff"), [])
     reader = csv.reader(io.StringIO(text), delimiter=_delimiter(text.split("\n", 1)[0]))

@@ -42,7 +42,7 @@ class TraceRecord(TypedDict, total=False):
     prompt_tokens: int
     retried: bool
     evidence: list[str]  # chunk ids given to the answer model
-    order_check: dict  # with settings.order_check: each order's answer and probabilities, and "stable"
+    order_check: dict  # with settings.answer.order_check: each order's answer and probabilities, and "stable"
     error: str  # "Type: message" when the question failed
     not_tried: bool
     seconds: float
@@ -55,7 +55,7 @@ def index_folder(library: Library, pdfs: Iterable[Path], say: Callable[[str], No
     files = sorted(pdfs)
     for i, f in enumerate(files, 1):
         try:
-            check_size(f.name, f.stat().st_size, library.settings.max_upload_mb)
+            check_size(f.name, f.stat().st_size, library.settings.limits.max_upload_mb)
             info = library.add(f.read_bytes(), f.name, wait=False)
             report["indexed"].append(info.name)
             say(f"[{i}/{len(files)}] {f.name}: {'already indexed' if info.duplicate else f'{info.n_pages} pages, {info.n_chunks} chunks'}")
@@ -117,7 +117,7 @@ def evaluate(pipe: Asker, questions: list[Question], out: Path | None = None, an
     row time out on a model server, the rest are not tried: each is recorded as failed with that
     timeout's message (``not_tried``), so a dead server costs a few timeouts, not one per question.
     """
-    orders = pipe.settings.order_check if orders is None else orders  # > 1: the option-order check per question
+    orders = pipe.settings.answer.order_check if orders is None else orders  # > 1: the option-order check per question
     n_pages = {d.name: d.n_pages for d in pipe.library.documents()}
     rows: list[dict] = []
     traces: list[TraceRecord] = []

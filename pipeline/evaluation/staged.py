@@ -67,9 +67,9 @@ def query_texts(questions: list[Question], s: Settings) -> list[str]:
     """Every text the retrieval and reranking stages will embed as a query."""
     out: list[str] = []
     for q in questions:
-        if s.retrieval != "bm25":
+        if s.search.retrieval != "bm25":
             out.append(query_text(q, s))
-        if s.reranker == "options":
+        if s.rerank.reranker == "options":
             out += option_queries(q)
     return list(dict.fromkeys(out))
 
@@ -106,11 +106,11 @@ def stage_embed(s: Settings, root: Path, pdfs: Path, questions: list[Question], 
         passages = lib.n_chunks() - before
         texts = query_texts(questions, s)
         t1 = time.perf_counter()
-        vecs = [emb.embed_queries(texts[i:i + s.embed_batch]) for i in range(0, len(texts), s.embed_batch)]
+        vecs = [emb.embed_queries(texts[i:i + s.search.embed_batch]) for i in range(0, len(texts), s.search.embed_batch)]
         t_q = time.perf_counter() - t1
     np.savez(paths.queries, vectors=np.concatenate(vecs) if vecs else np.zeros((0, 1), np.float32),
              texts=np.array(texts, dtype=object))
-    return {"stage": "embed", "model": s.embed_model if s.embedder != "e5" else "e5", "load_seconds": t_load,
+    return {"stage": "embed", "model": s.roles.embed_model if s.search.embedder != "e5" else "e5", "load_seconds": t_load,
             "indexed": len(rep["indexed"]), "failed": rep["failed"], "passages": passages,
             "index_seconds": rep["seconds"], "passages_per_second": _rate(passages, rep["seconds"]),
             "queries": len(texts), "query_seconds": t_q, "queries_per_second": _rate(len(texts), t_q),
@@ -154,7 +154,7 @@ def stage_rerank(s: Settings, root: Path, questions: list[Question], paths: _Pat
                       "reranked": [_cand_json(c) for c in ranked],
                       "timings": {"retrieve": tr, "rerank": t_rerank / max(1, len(questions))}}
     _write(paths.reranked, out)
-    return {"stage": "rerank", "model": s.rerank_model if s.reranker in ("vllm", "remote") else s.reranker,
+    return {"stage": "rerank", "model": s.roles.rerank_model if s.rerank.reranker in ("vllm", "remote") else s.rerank.reranker,
             "load_seconds": t_load, "questions": len(questions), "retrieve_seconds": t_retrieve,
             "questions_per_second_retrieval": _rate(len(questions), t_retrieve), "pairs": pairs,
             "rerank_seconds": t_rerank, "pairs_per_second": _rate(pairs, t_rerank), "gpu": gpu.report()}
@@ -215,13 +215,13 @@ def stage_answer(s: Settings, root: Path, questions: list[Question], paths: _Pat
             if q.qid in stored:
                 reranked = list(pipe.search(q).reranked)
                 if reranked:
-                    items.append((q, pipe.pipe.evidence(reranked, s.top_k_answer)))
+                    items.append((q, pipe.pipe.evidence(reranked, s.answer.top_k_answer)))
         t1 = time.perf_counter()
         answerer.prime(items)
         t_batch = time.perf_counter() - t1
         result, _ = evaluate(pipe, questions, out, write_metrics=False)  # run_stage writes it, with the stages
         t_answer = time.perf_counter() - t1
-    report = {"stage": "answer", "model": s.answer_model if s.answerer in ("vllm", "remote") else s.answerer,
+    report = {"stage": "answer", "model": s.roles.answer_model if s.answer.answerer in ("vllm", "remote") else s.answer.answerer,
               "load_seconds": t_load, "questions": len(items), "batch_seconds": t_batch,
               "questions_per_second": _rate(len(items), t_batch), "answer_seconds": t_answer, "gpu": gpu.report()}
     return report, result

@@ -113,13 +113,13 @@ def run_resident(a, s) -> tuple[dict, list[dict]]:
     per = {k: sum(t.get(k, 0.0) for t in tim) for k in ("retrieve", "rerank", "answer")}
     n = len(tim)
     rate = lambda k: round(n / per[k], 3) if per[k] else None  # noqa: E731
-    rows.append(dict(stage="embed", model=s.embed_model, load_s=t_emb, gpu=g_emb.report(),
+    rows.append(dict(stage="embed", model=s.roles.embed_model, load_s=t_emb, gpu=g_emb.report(),
                      throughput=f"{passages} passages, {round(passages / rep['seconds'], 3) if rep['seconds'] else None}"
                                 f" /s (indexing, GPU during it: {_gpu_cols(g_idx.report())})"))
-    rows.append(dict(stage="rerank", model=s.rerank_model, load_s=t_rr, gpu=g_rr.report(),
-                     throughput=f"{n} questions x {s.top_k_retrieve} candidates, {rate('rerank')} questions/s "
+    rows.append(dict(stage="rerank", model=s.roles.rerank_model, load_s=t_rr, gpu=g_rr.report(),
+                     throughput=f"{n} questions x {s.search.top_k_retrieve} candidates, {rate('rerank')} questions/s "
                                 f"(retrieval {rate('retrieve')} questions/s)"))
-    rows.append(dict(stage="answer", model=s.answer_model, load_s=t_ans, gpu=g_ans.report(),
+    rows.append(dict(stage="answer", model=s.roles.answer_model, load_s=t_ans, gpu=g_ans.report(),
                      throughput=f"{n} questions, {rate('answer')} /s (GPU while answering: {_gpu_cols(g_run.report())})"))
     result["indexing"] = {"pdfs": len(rep["indexed"]), "failed": rep["failed"], "seconds": rep["seconds"]}
     return result, rows
@@ -147,11 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         print("no NVIDIA GPU visible (nvidia-smi missing or lists no device): this check needs a GPU host",
               file=sys.stderr)
         return 2
-    if "vllm" in (s.embedder, s.reranker, s.answerer):
+    if "vllm" in (s.search.embedder, s.rerank.reranker, s.answer.answerer):
         from .plan import table
 
         print(table(s))
-    mode = a.mode if a.mode != "auto" else ("staged" if s.stage_per_process else "resident")
+    mode = a.mode if a.mode != "auto" else ("staged" if s.vllm.stage_per_process else "resident")
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if mode == "staged":

@@ -119,20 +119,20 @@ STAGES = ("embed", "rerank", "answer")
 
 def plan(settings, gpu_gib: float = T4_GIB) -> list[StagePlan]:
     s = settings
-    return [stage_plan(st, r.model, r.gpu_memory, r.max_len, s.tensor_parallel,
-                       st == "answer" and (bool(s.vllm_quantization) or "awq" in r.model.lower()), gpu_gib)
+    return [stage_plan(st, r.model, r.gpu_memory, r.max_len, s.vllm.tensor_parallel,
+                       st == "answer" and (bool(s.vllm.vllm_quantization) or "awq" in r.model.lower()), gpu_gib)
             for st, r in ((st, s.role(st)) for st in STAGES)]
 
 
 def resident_share(settings) -> float:
     """The share of each GPU the engines take together (all resident) or the largest (one per process)."""
     shares = [settings.role(st).gpu_memory for st in STAGES]
-    return max(shares) if settings.stage_per_process else sum(shares)
+    return max(shares) if settings.vllm.stage_per_process else sum(shares)
 
 
 def resident_gib(settings, gpu_gib: float = T4_GIB) -> float:
     """GiB per GPU in use at once: the shares plus each resident engine's worker overhead outside its share."""
-    engines = 1 if settings.stage_per_process else len(STAGES)
+    engines = 1 if settings.vllm.stage_per_process else len(STAGES)
     return resident_share(settings) * gpu_gib + engines * CONTEXT_GIB
 
 
@@ -142,8 +142,8 @@ def fits_together(settings, gpu_gib: float = T4_GIB) -> bool:
 
 
 def table(settings, gpu_gib: float = T4_GIB) -> str:
-    rows = [f"profile {settings.profile}: {settings.tensor_parallel} GPU(s) x {gpu_gib:.2f} GiB, "
-            f"{'one stage per process' if settings.stage_per_process else 'all engines resident'}, "
+    rows = [f"profile {settings.profile}: {settings.vllm.tensor_parallel} GPU(s) x {gpu_gib:.2f} GiB, "
+            f"{'one stage per process' if settings.vllm.stage_per_process else 'all engines resident'}, "
             f"share of each GPU in use {resident_share(settings):.2f}, with each engine's worker overhead "
             f"({CONTEXT_GIB:g} GiB) {resident_gib(settings, gpu_gib):.2f} GiB: "
             f"{'starts' if fits_together(settings, gpu_gib) else 'does NOT start (lower the shares)'}",

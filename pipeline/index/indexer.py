@@ -45,7 +45,7 @@ class Indexer:
 
     def _check_room(self, name: str) -> None:
         n = self.store.n_documents()
-        if n >= self.settings.max_documents:
+        if n >= self.settings.limits.max_documents:
             raise IngestError(f"{name}: the library already holds {n} documents, the limit (PDFQA_MAX_DOCUMENTS); "
                               "remove one to add another")
 
@@ -55,9 +55,9 @@ class Indexer:
         t0 = time.perf_counter()
         s = self.settings
         name = safe_name(name)
-        deadline = Deadline(name, s.max_doc_seconds)
+        deadline = Deadline(name, s.limits.max_doc_seconds)
         say = progress or (lambda stage, frac: None)
-        check_size(name, len(data), s.max_upload_mb)
+        check_size(name, len(data), s.limits.max_upload_mb)
         h = file_hash(data)
         known = self.store.find(h)
         if known:
@@ -65,14 +65,15 @@ class Indexer:
             return known
         self._check_room(name)
         say("parse", 0.0)
-        doc = parse_pdf(data, name, max_pages=s.max_pages, repeated_line_share=s.repeated_line_share,
-                        edge_lines=s.running_edge_lines,
-                        ocr=s.ocr, ocr_languages=s.ocr_languages, ocr_dpi=s.ocr_dpi, deadline=deadline,
-                        max_page_content_mb=s.max_page_content_mb)
+        c = s.chunking
+        doc = parse_pdf(data, name, max_pages=s.limits.max_pages, repeated_line_share=c.repeated_line_share,
+                        edge_lines=c.running_edge_lines,
+                        ocr=c.ocr, ocr_languages=c.ocr_languages, ocr_dpi=c.ocr_dpi, deadline=deadline,
+                        max_page_content_mb=s.limits.max_page_content_mb)
         say("chunk", 0.3)
-        chunks = chunk_document(doc, self.count, chunk_tokens=s.chunk_tokens, overlap=s.chunk_overlap,
-                                prefix_tokens=s.prefix_tokens, use_prefix=s.use_prefix, long_pages=s.long_doc_pages,
-                                long_chunk_tokens=s.long_chunk_tokens, long_prefix_tokens=s.long_prefix_tokens)
+        chunks = chunk_document(doc, self.count, chunk_tokens=c.chunk_tokens, overlap=c.chunk_overlap,
+                                prefix_tokens=c.prefix_tokens, use_prefix=c.use_prefix, long_pages=c.long_doc_pages,
+                                long_chunk_tokens=c.long_chunk_tokens, long_prefix_tokens=c.long_prefix_tokens)
         if not chunks:
             raise IngestError(f"{name}: no text to index")
         deadline.check()
@@ -94,7 +95,7 @@ class Indexer:
         with self._embedding:
             while max_batches is None or batches < max_batches:
                 with self.lock:
-                    todo = self.store.pending(self.settings.embed_batch)
+                    todo = self.store.pending(self.settings.search.embed_batch)
                 if not todo:
                     break
                 vecs = self.embedder.embed_passages([c.embed_text() for c in todo])

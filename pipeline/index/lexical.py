@@ -2,7 +2,7 @@
 and its document-frequency statistics (how many chunks hold each content term).
 
 BM25 is built on first use and again after the library changes (:meth:`LexicalIndex.invalidate`); words are
-normalised as ``settings.lexical_norm`` says (``pipeline.text.normalize``). The document-frequency statistics
+normalised as ``settings.search.lexical_norm`` says (``pipeline.text.normalize``). The document-frequency statistics
 (:meth:`LexicalIndex.doc_freq`, read by the not-in-documents flag) are kept per document: a document's counts
 are made once when it is first seen listed and dropped when it is no longer listed, so they always describe the
 documents listed now, whatever their number of chunks.

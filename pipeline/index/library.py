@@ -50,7 +50,7 @@ class Library:
         self.lock = threading.RLock()
         self.store = DocumentStore(self.root, settings.fingerprint())
         self.vectors = VectorIndex(self.root, settings, self.store.library_id, self.store.n_embedded_chunks())
-        self.lexical = LexicalIndex(self.store.chunk_texts, settings.lexical_norm, listed=self.store.listed,
+        self.lexical = LexicalIndex(self.store.chunk_texts, settings.search.lexical_norm, listed=self.store.listed,
                                     doc_texts=self._chunk_texts_of)
         self.indexer = (Indexer(self.store, self.vectors, self.lexical, embedder, settings, self.lock,
                                 on_added=self.embed_in_background) if embedder is not None else None)
@@ -134,8 +134,8 @@ class Library:
                 self._changed.notify_all()
 
     def _held(self) -> bool:
-        """``settings.embed_hold_file`` exists (tests): wait a little and look again."""
-        hold = self.settings.embed_hold_file
+        """``settings.search.embed_hold_file`` exists (tests): wait a little and look again."""
+        hold = self.settings.search.embed_hold_file
         if hold and Path(hold).exists():
             self._stop.wait(0.2)
             return True

@@ -1,9 +1,9 @@
 """The vector index: chunk vectors in the embedded Chroma in the library folder, or on a Chroma server.
 
-Without ``settings.chroma_url`` nothing changes: ``<root>/chroma`` holds an
+Without ``settings.store.chroma_url`` nothing changes: ``<root>/chroma`` holds an
 embedded ``PersistentClient`` and the collection ``chunks-<fingerprint>``.
 
-With ``settings.chroma_url`` (``PDFQA_CHROMA_URL=http://host:8000``) the
+With ``settings.store.chroma_url`` (``PDFQA_CHROMA_URL=http://host:8000``) the
 vectors go to that server (``chromadb.HttpClient``); everything else stays in
 the library folder: ``library.sqlite`` (documents, pages with word boxes, chunk
 text) and ``files/`` (the PDFs). One server holds many libraries (one per web
@@ -85,15 +85,15 @@ class VectorIndex:
         import chromadb
 
         fp = settings.fingerprint()
-        if settings.chroma_url:
-            client, name, where = http_client(settings.chroma_url), f"chunks-{fp}-{library_id()}", settings.chroma_url
+        if settings.store.chroma_url:
+            client, name, where = http_client(settings.store.chroma_url), f"chunks-{fp}-{library_id()}", settings.store.chroma_url
             self._path = None  # a server's client is shared by every library: nothing to release on close
         else:
             client = chromadb.PersistentClient(path=str(root / "chroma"),
                                                settings=chromadb.Settings(anonymized_telemetry=False))
             name, where = f"chunks-{fp}", str(root / "chroma")
             self._path = where
-        self._exact_max = 0 if settings.chroma_url else settings.exact_search_max
+        self._exact_max = 0 if settings.store.chroma_url else settings.store.exact_search_max
         self._exact: Exact | None = None  # ids, unit vectors and documents, read on first search
         self._exact_lock = threading.Lock()  # held by a write to the copy and by the read that makes it
         self._col = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)

@@ -56,17 +56,17 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
                   embedder=None) -> list[Candidate]:
     """``reranked`` with the top document's candidates (among the first ``page_pool``) re-ordered (new candidates)
     (``embedder``: the query's, to give passages added by ``page_expand`` their dense score)."""
-    w = settings.page_rescore_weight
+    w = settings.pages.page_rescore_weight
     if not reranked or w <= 0:
         return reranked
-    pool = reranked[: settings.page_pool]
+    pool = reranked[: settings.pages.page_pool]
     top_doc = pool[0].chunk.doc_hash
     info = library.find(top_doc)
-    if info is None or info.n_pages < settings.page_min_pages:
+    if info is None or info.n_pages < settings.pages.page_min_pages:
         return reranked
-    slots = [k for k, c in enumerate(pool) if settings.page_scope == "all" or c.chunk.doc_hash == top_doc]
-    extra = expansion(library, q, top_doc, {c.chunk.chunk_id for c in reranked}, settings.page_expand, settings,
-                      embedder) if settings.page_expand > 0 else []
+    slots = [k for k, c in enumerate(pool) if settings.pages.page_scope == "all" or c.chunk.doc_hash == top_doc]
+    extra = expansion(library, q, top_doc, {c.chunk.chunk_id for c in reranked}, settings.pages.page_expand, settings,
+                      embedder) if settings.pages.page_expand > 0 else []
     if len(slots) + len(extra) < 2:
         return reranked
     mine = [pool[k] for k in slots]
@@ -76,7 +76,7 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
     floor = min(rz.values())
     rz.update({c.chunk.chunk_id: floor for c in extra})
     jz = zscores(joint)
-    n_pool = len(reranked[: settings.page_pool])
+    n_pool = len(reranked[: settings.pages.page_pool])
     slots = slots + list(range(n_pool, n_pool + len(extra)))  # the added passages' places: after the pool
     mine = mine + extra
     reranked = reranked[:n_pool] + extra + reranked[n_pool:]

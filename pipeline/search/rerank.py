@@ -62,7 +62,7 @@ class OptionEvidenceReranker(Reranker):
         lex_opt = {i: max(l.get(i, 0.0) for l in lex) for i in ids}
         fz = zscores({c.chunk.chunk_id: c.scores["fused"] for c in candidates})
         dz, lz = zscores(dense_opt), zscores(lex_opt)
-        w = self.settings.rerank_option_weight
+        w = self.settings.rerank.rerank_option_weight
         out = []
         for c in candidates:
             i = c.chunk.chunk_id
@@ -79,8 +79,8 @@ def option_queries(q: Question) -> list[str]:
 
 def make_reranker(settings: Settings, library, embedder, model: Reranker | None) -> Reranker:
     """The profile's reranker over ``library``'s indexes: ``options``, ``none``, or the loaded ``model``."""
-    if settings.reranker == "none":
+    if settings.rerank.reranker == "none":
         return NoReranker()
-    if settings.reranker == "options":
+    if settings.rerank.reranker == "options":
         return OptionEvidenceReranker(library.vectors, library.lexical, embedder, settings)
     return model

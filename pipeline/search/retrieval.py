@@ -32,9 +32,9 @@ class QueryEmbedder(Protocol):
 
 
 def query_text(q: Question, settings: Settings, instruction: bool = True) -> str:
-    parts = [settings.query_instruction + ":"] if instruction and settings.query_instruction else []
+    parts = [settings.search.query_instruction + ":"] if instruction and settings.search.query_instruction else []
     parts.append(q.text)
-    if settings.query_with_options:
+    if settings.search.query_with_options:
         parts += [o for o in q.options if o]
     return "\n".join(parts)
 
@@ -60,21 +60,21 @@ class Retriever:
 
     def search(self, q: Question, k: int | None = None) -> list[Candidate]:
         s = self.settings
-        k = k or s.top_k_retrieve
+        k = k or s.search.top_k_retrieve
         text = query_text(q, s)
         dense: dict[str, float] = {}
         lexical: dict[str, float] = {}
-        if s.retrieval in ("dense", "hybrid"):
+        if s.search.retrieval in ("dense", "hybrid"):
             qvec = self.embedder.embed_queries([text])[0]
-            dense = self.dense.search(qvec, s.pool_k)
-        if s.retrieval in ("bm25", "hybrid"):
+            dense = self.dense.search(qvec, s.search.pool_k)
+        if s.search.retrieval in ("bm25", "hybrid"):
             lexical = self.lexical.scores(query_text(q, s, instruction=False))
         pool: list[str] = []
-        if s.retrieval == "hybrid":  # BM25's best and dense's best, each scored by both
-            pool = hybrid_pool(dense, lexical, s.pool_k)
+        if s.search.retrieval == "hybrid":  # BM25's best and dense's best, each scored by both
+            pool = hybrid_pool(dense, lexical, s.search.pool_k)
             got = self.dense.get([i for i in pool if i not in dense])  # no vector yet: no dense score
             dense.update({i: float(v @ qvec) for i, v in got.items()})
-        fused = fuse(s.retrieval, dense, lexical, pool, s.dense_weight)
+        fused = fuse(s.search.retrieval, dense, lexical, pool, s.search.dense_weight)
         best = sorted(fused, key=fused.get, reverse=True)[:k]
         out = []
         for rank, chunk in enumerate(self.chunks(best), 1):
