@@ -110,7 +110,7 @@ class Pipeline:
             else None
         a = answering.answer_options(q, found, chosen, wider, self.models.answerer, s)
         a.details["lexical_only_docs"] = list(found.lexical_only)
-        a.details.update(self._flag(q, reranked, a.evidence, list(found.lexical_only)))
+        a.details.update(self._flag(q, reranked, chosen, list(found.lexical_only)))  # as fitted: top_k_answer
         if orders > 1:
             a.details["order_check"] = self.order_check(q, a.evidence, orders)
         return a

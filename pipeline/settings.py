@@ -146,7 +146,13 @@ class AnswerSettings(_Group):
     # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
     # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
     llama_batch_continuations: bool = True
+    llama_flash_attn: bool = False  # llama.cpp's flash attention (CPU: a fused attention kernel; logits differ slightly)
     passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
+    # read the top read_first passages first; the answer stands when its probability is at least read_first_enough,
+    # else all top_k_answer are read (the first passages' cache reused) and their answer stands; 0 = off
+    # (bench/answer_speed.md: p50 ~0.6x, same accuracy within the paired noise on both kinds of documents)
+    read_first: int = 1
+    read_first_enough: float = 0.6
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
     retry_top_k: int = 4
     think_block: bool = False  # Qwen3: an empty <think></think> opens the answer (enable_thinking=False)
@@ -374,7 +380,7 @@ def settings_from_record(record: dict[str, Any]) -> Settings:
 # (their rerankers and answer models were not measured with them).
 _UNMEASURED_SEARCH = dict(page_rescore_weight=0.0, long_chunk_tokens=0, long_prefix_tokens=0, page_expand=0,
                           distinct_pages=False)
-_UNMEASURED_ANSWER = dict(option_temperature=0.2, listed_temperature=0.1, listed_support_weight=0.0)
+_UNMEASURED_ANSWER = dict(option_temperature=0.2, listed_temperature=0.1, listed_support_weight=0.0, read_first=0)
 # Qwen3 models (embedding, reranker, answerer) share one vocabulary; chunk sizes are counted in it.
 _QWEN3 = dict(
     _UNMEASURED_SEARCH, **_UNMEASURED_ANSWER,

@@ -1,9 +1,10 @@
 """The option-order check (pipeline.answering.answer.order_check), with the real shipped model."""
 import numpy as np
 
-from pipeline.answering.answer import option_orders, order_check, score_once, score_options, select_evidence
+from pipeline.answering.answer import (answer_options, option_orders, order_check, score_once, score_options,
+                                      select_evidence)
 from pipeline.settings import load_settings
-from pipeline.types import LETTERS, Candidate, Chunk, Question
+from pipeline.types import LETTERS, Candidate, Chunk, Question, Search
 
 TEXT = "Ратуша міста Вербівка має жовтий дах, який видно з усіх пагорбів довкола."
 Q = Question("1", "Якого кольору дах ратуші в місті Вербівка?",
@@ -94,3 +95,28 @@ def test_listed_scorer_with_support_weight_answers_a_one_word_fact_in_every_orde
         alone.append(picked(shown, raw))
     assert picks == ["щотижня"] * 6, picks
     assert alone.count("щотижня") < 6, alone
+
+
+def test_read_first_answers_from_the_top_passage_when_sure_and_reads_on_when_not(models):
+    """``read_first`` 1: the top passage alone when its answer's probability reaches ``read_first_enough``
+    (the evidence is that passage, the second never read); below it, both passages, as without ``read_first``
+    (the same letter and evidence; the seconds of both reads counted). The flag is not part of this stage."""
+    other = "Міський парк Вербівки відкрито щодня з восьмої ранку; вхід до парку вільний."
+    top, second = cand(TEXT), Candidate(Chunk("d:2", "d", "d.pdf", 2, "Розділ", other, "Інструкція",
+                                                [(2, 0, len(other))]), {}, 2)
+    found = Search(Q, (top, second), (top, second), {"retrieve": 0.1}, ())
+    both = answer_options(Q, found, [top, second], None, models.answerer, load_settings(scorer="listed", read_first=0))
+    assert both.letter == "E" and len(both.evidence) == 2 and "read_first" not in both.details
+
+    sure = answer_options(Q, found, [top, second], None, models.answerer, load_settings(scorer="listed", read_first=1))
+    p = sure.details["read_first"]["probability"]
+    assert p >= 0.6 and sure.details["read_first"]["enough"], sure.details
+    assert sure.letter == "E" and [c.chunk.chunk_id for c in sure.evidence] == ["d:1"]
+    assert sure.details["prompt_tokens"] < both.details["prompt_tokens"]
+
+    unsure = answer_options(Q, found, [top, second], None, models.answerer,
+                            load_settings(scorer="listed", read_first=1, read_first_enough=min(1.0, p + 0.01)))
+    assert not unsure.details["read_first"]["enough"] and len(unsure.evidence) == 2
+    assert unsure.letter == both.letter and unsure.details["prompt_tokens"] == both.details["prompt_tokens"]
+    assert np.allclose([unsure.probabilities[L] for L in LETTERS], [both.probabilities[L] for L in LETTERS], atol=0.02)
+    assert unsure.details["read_first"]["prompt_tokens"] == sure.details["prompt_tokens"]

@@ -262,8 +262,11 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
         if kind == "done":
             return val
         if val[0] == "search":
-            k = min(pipe.settings.answer.top_k_answer, len(val[1].reranked))
-            yield {ui.status: reading.format(k=V.plural(k, "passage"))}
+            s = pipe.settings.answer
+            k = min(s.top_k_answer, len(val[1].reranked))
+            first = f"{V.plural(s.read_first, 'passage')} ({k} if that answer is unsure)" if 0 < s.read_first < k \
+                else V.plural(k, "passage")
+            yield {ui.status: reading.format(k=first)}
 
 
 def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, runs_dir=None):

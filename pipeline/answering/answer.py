@@ -3,7 +3,9 @@
 The answer model (``Answerer``, ``pipeline.backends.base``) scores the six
 options given the top ``top_k_answer`` reranked chunks (each optionally followed
 by its next chunk, ``neighbours``), in ``answer_orders`` cyclic orders of the
-options averaged (1: as given); below ``retry_below`` it is asked again with
+options averaged (1: as given). With ``read_first`` the top passages are read
+first, and the rest only when that answer's probability is below
+``read_first_enough``. Below ``retry_below`` it is asked again with
 wider evidence (``retry_top_k``) and the surer answer is kept. The document is
 the top reranked chunk's; the page is the one of its pages that holds most of
 the question's and answer's words.
@@ -140,11 +142,19 @@ def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: l
     """The answer to a six-option question from what search ``found``: the options scored over the passages
     ``chosen`` (the evidence), and, when the answer is unsure (below ``retry_below``), again over ``wider``
     (the surer of the two kept). The document is the top candidate's; the page its evidence page."""
-    s = settings
-    scores = score_options(answerer, q, chosen, s)
-    timings = {**found.timings, "answer": scores.seconds}
+    s, k = settings, settings.answer.read_first
+    first = score_options(answerer, q, chosen[:k], s) if 0 < k < len(chosen) else None
+    if first is not None and max(first.probabilities.values()) >= s.answer.read_first_enough:
+        scores, chosen, spent = first, chosen[:k], first.seconds  # the top passages were enough
+    else:
+        scores = score_options(answerer, q, chosen, s)  # reads on from the top passages' cache
+        spent = scores.seconds + (first.seconds if first is not None else 0.0)
+    timings = {**found.timings, "answer": spent}
     details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
                "retrieved": list(found.retrieved), "retried": False}
+    if first is not None:
+        details["read_first"] = {"passages": k, "probability": max(first.probabilities.values()),
+                                 "prompt_tokens": first.prompt_tokens, "enough": scores is first}
     if scores.features:
         details["features"] = scores.features
     probs = scores.probabilities

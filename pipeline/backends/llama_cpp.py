@@ -44,6 +44,17 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def picked_log_probs(logits: np.ndarray, picks: list[int]) -> list[float]:
+    """The log-probability of token ``picks[i]`` under row ``i`` of ``logits``, one row at a time (each row
+    shifted by its largest, exponentials in float32 summed in float64): a row stays in cache, where
+    ``np.logaddexp.reduce`` over the whole matrix took longer than the decode that made it."""
+    out = []
+    for row, t in zip(logits, picks):
+        m = row.max()
+        out.append(float(row[t]) - float(m) - float(np.log(np.exp(row - m).sum(dtype=np.float64))))
+    return out
+
+
 def amx_reported() -> bool:
     """Whether the CPU says it has AMX tiles (Linux ``/proc/cpuinfo``)."""
     info = Path("/proc/cpuinfo")
@@ -117,7 +128,8 @@ class LlamaCppAnswerer(Answerer):
         threads = settings.answer.n_threads or os.cpu_count() or 1
         with llama_defaults(use_extra_buffers(settings.answer.llama_extra_buffers), SEQUENCES if self._batched else 1):
             self.llm = llama_cpp.Llama(model_path, n_ctx=settings.answer.n_ctx, n_threads=threads,
-                                       n_threads_batch=threads, n_batch=512, verbose=False)
+                                       n_threads_batch=threads, n_batch=512, flash_attn=settings.answer.llama_flash_attn,
+                                       verbose=False)
         self._vocab = self.llm.n_vocab()
         self._lock = threading.RLock()
         self.letter_ids = letter_token_ids(lambda text: self.llm.tokenize(text.encode(), add_bos=False))
@@ -141,9 +153,14 @@ class LlamaCppAnswerer(Answerer):
         """The shared prompt, passages cut from the lowest rank's end until everything fits the context."""
         return self._tok(fit_shared_prompt(q, passages, self.count_tokens, self.settings.answer.n_ctx), special=True)
 
-    def _logits(self, rows: int = 1) -> np.ndarray:
-        a = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self._vocab)).astype(np.float64)
-        return a - np.logaddexp.reduce(a, axis=1, keepdims=True)  # log-probabilities
+    def _raw_logits(self, rows: int) -> np.ndarray:
+        return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(rows, self._vocab))
+
+    def _logits(self) -> np.ndarray:
+        """The next token's log-probabilities after the last evaluated token."""
+        a = self._raw_logits(1)[0].astype(np.float64)
+        m = a.max()
+        return a - (m + np.log(np.exp(a - m).sum()))
 
     def _eval(self, toks: list[int]) -> np.ndarray:
         """Evaluate ``toks`` after the cached state, reusing any shared prefix; log-probs of the next token.
@@ -163,7 +180,7 @@ class LlamaCppAnswerer(Answerer):
         llm.n_tokens = common
         self._last = None
         llm.eval(toks[common:])
-        lp = self._logits()[0]
+        lp = self._logits()
         self._last = (list(toks), lp)
         return lp
 
@@ -175,8 +192,7 @@ class LlamaCppAnswerer(Answerer):
             llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
             llm._batch.set_batch(batch=toks[:-1], n_past=n_past, logits_all=True)
             llm._ctx.decode(llm._batch)
-            rows = self._logits(len(toks) - 1)
-            lps += [float(row[t]) for row, t in zip(rows, toks[1:])]
+            lps += picked_log_probs(self._raw_logits(len(toks) - 1), toks[1:])
         llm.n_tokens = n_past
         return lps
 
@@ -204,14 +220,14 @@ class LlamaCppAnswerer(Answerer):
         b.n_tokens = j
         try:
             llm._ctx.decode(llm._batch)
-            rows = iter(self._logits(total))
+            picked = iter(picked_log_probs(self._raw_logits(total), [x for i in longer for x in toks[i][1:]]))
         finally:
             for seq in range(1, len(longer) + 1):
                 llama_cpp.llama_memory_seq_rm(mem, seq, -1, -1)
             llm.n_tokens = n_past
         out = [[float(first[t[0]])] if t else [] for t in toks]
         for i in longer:
-            out[i] += [float(next(rows)[x]) for x in toks[i][1:]]
+            out[i] += [next(picked) for _ in toks[i][1:]]
         return out
 
     def fit(self, text: str, budget: int, terms: set[str]) -> str:
@@ -240,7 +256,7 @@ class LlamaCppAnswerer(Answerer):
                     return text[:cut]
                 self._last = None
                 llm.eval([t])
-                logp = self._logits()[0]
+                logp = self._logits()
         return text
 
     def continuation_logprobs(self, prompt: Prompt, continuations: list[str],
