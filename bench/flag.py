@@ -218,8 +218,7 @@ def record(pipe: Pipeline, q: Question, library: str, still: list[str] | None = 
     evidence = pipe.evidence(reranked, pipe.settings.answer.top_k_answer)
     feats = flagmod.flag_features(pipe.library, q, reranked, evidence)
     feats.pop("absent_words")
-    fused = [c.scores["fused"] for c in reranked
-             if all(isinstance(c.scores.get(k), float) for k in ("fused", "dense", "lexical"))]
+    fused = [c.scores.fused for c in reranked if None not in (c.scores.fused, c.scores.dense, c.scores.lexical)]
     return {"qid": q.qid, "free": not q.options, "library": library, "gold": {"doc": q.gold_doc},
             "top_doc": reranked[0].chunk.doc_name, "flag": feats, "fused_max": max(fused) if fused else None,
             "lexical_only_docs": sorted(set(found.lexical_only) | set(still or []))}

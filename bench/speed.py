@@ -148,7 +148,7 @@ def progressive(models: Models, s, pages: int) -> list[tuple[str, str]]:
             top = Retriever.for_library(lib, models.embedder, s).search(q, k=5)
             first = time.perf_counter() - t0
             retrieve = time.perf_counter() - t
-            lexical_only = sum("dense" not in c.scores for c in top)
+            lexical_only = sum(c.scores.dense is None for c in top)
             lib.wait_indexed()
             indexed = time.perf_counter() - t0
         finally:

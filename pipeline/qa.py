@@ -134,7 +134,7 @@ class Pipeline:
         and those of candidates that got no dense score (no vector when they were searched)."""
         names = set(before) | set(self.library.lexical_only_documents())
         if self.settings.search.retrieval != "bm25":
-            names |= {c.chunk.doc_name for c in candidates if "dense" not in c.scores}
+            names |= {c.chunk.doc_name for c in candidates if c.scores.dense is None}
         return sorted(names)
 
     def _flag(self, q: Question, reranked: list[Candidate], evidence: list[Candidate], lexical_only: list[str],

@@ -1,7 +1,8 @@
 """Plain data shared by the stages."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
 
 Box = tuple[float, float, float, float]
 LETTERS = "ABCDEF"  # the six options, in order
@@ -57,17 +58,58 @@ class Chunk:
         return f"{pre}{head}{self.body}"
 
 
+@dataclass(frozen=True, eq=False)
+class CandidateScores(Mapping[str, float]):
+    """What the stages measured of one candidate, each ``None`` until the stage that measures it ran.
+
+    Immutable and typed (a name no stage writes is an error); read as a mapping of the measured ones
+    (``"dense" in s``, ``s.get("rerank")``, ``dict(s)`` for a trace), compared with a dict by content."""
+    dense: float | None = None  # retrieval: the query's and the chunk's embeddings' similarity (none: not embedded yet)
+    lexical: float | None = None  # retrieval: BM25 of the query's words
+    fused: float | None = None  # retrieval: dense and lexical fused (search.retrieval, search.dense_weight)
+    option_dense: float | None = None  # rerank: the best option's embedding similarity
+    option_lexical: float | None = None  # rerank: the best option's BM25
+    rerank: float | None = None  # rerank: the reranker's score (the order it leaves)
+    page_joint: float | None = None  # page choice: the question's and options' words together on the chunk
+    page: float | None = None  # page choice: rerank and page_joint combined (the order it leaves)
+    page_expanded: float | None = None  # 1.0: added by page choice from the top document (not retrieved)
+    neighbour_of: float | None = None  # answering: the next chunk of the passage of this rank
+    preceding_of: float | None = None  # free-form: the chunk before the passage of this rank
+
+    def __getitem__(self, name: str) -> float:
+        value = getattr(self, name, None) if name in _SCORE_NAMES else None
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (n for n in _SCORE_NAMES if getattr(self, n) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"CandidateScores({dict(self)})"
+
+
+_SCORE_NAMES = tuple(f.name for f in fields(CandidateScores))
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A chunk as one stage ranked it. Immutable: a stage that scores or reorders candidates returns new ones
     (:meth:`scored`), so what an earlier stage produced is never changed by a later one."""
     chunk: Chunk
-    scores: dict[str, float] = field(default_factory=dict)  # dense, lexical, fused, rerank... (read only)
+    scores: CandidateScores = field(default_factory=CandidateScores)  # a mapping is taken as its names' values
     rank: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.scores, CandidateScores):
+            object.__setattr__(self, "scores", CandidateScores(**dict(self.scores)))
 
     def scored(self, rank: int | None = None, **scores: float) -> Candidate:
         """This candidate with ``scores`` added (or replaced) and, given, a new ``rank``."""
-        return replace(self, scores={**self.scores, **scores}, rank=self.rank if rank is None else rank)
+        return replace(self, scores=replace(self.scores, **scores), rank=self.rank if rank is None else rank)
 
     def ranked(self, rank: int) -> Candidate:
         return replace(self, rank=rank)

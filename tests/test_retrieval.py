@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.search.rerank import apply_scores
 from pipeline.search.retrieval import fuse, hybrid_pool
-from pipeline.types import Candidate, Chunk
+from pipeline.types import Candidate, CandidateScores, Chunk
 
 
 def test_hybrid_pool_is_the_dense_hits_then_the_best_lexical_ones_each_once():
@@ -40,3 +40,18 @@ def test_reranking_makes_new_candidates_and_leaves_the_retrieved_ones_as_they_we
     assert retrieved == before  # scores and ranks of the retrieval stage untouched
     with pytest.raises(dataclasses.FrozenInstanceError):
         retrieved[0].rank = 5
+
+
+def test_candidate_scores_are_a_typed_immutable_record_read_as_the_measured_ones():
+    c = _cand(0, 2.0)
+    assert isinstance(c.scores, CandidateScores) and c.scores.fused == 2.0 and c.scores.dense is None
+    assert dict(c.scores) == {"fused": 2.0} and "dense" not in c.scores and c.scores.get("rerank", -1.0) == -1.0
+    later = c.scored(rerank=0.3, page=0.1)
+    assert (later.scores.rerank, later.scores.page) == (0.3, 0.1) and list(later.scores) == ["fused", "rerank", "page"]
+    assert dict(c.scores) == {"fused": 2.0}  # the earlier stage's record unchanged
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.scores.fused = 1.0
+    with pytest.raises(TypeError):  # a name no stage writes
+        c.scored(ranker=1.0)
+    with pytest.raises(TypeError):
+        Candidate(c.chunk, {"fussed": 1.0}, 1)

@@ -382,7 +382,7 @@ def closest_markdown(fa, titles: dict[str, str] | None = None, n: int = 3) -> st
     if not fa.abstained or not fa.closest:
         return ""
     rows = []
-    for c in [c for c in fa.closest if "preceding_of" not in c.scores][:n]:
+    for c in [c for c in fa.closest if c.scores.preceding_of is None][:n]:
         label = doc_label((titles or {}).get(c.chunk.doc_name, ""), c.chunk.doc_name)
         rows.append(f"- **{md_escape(label, 120)}**, p. {', '.join(map(str, sorted(set(c.chunk.pages))))}: "
                     f"{md_escape(clip(plain(c.chunk.body), 240))}")

@@ -20,7 +20,7 @@ from ..backends.base import Answerer, Scores
 from ..errors import BackendUnavailable
 from ..settings import Settings
 from ..text import normalize
-from ..types import LETTERS, Answer, Candidate, Chunk, Question, Search, chunk_id
+from ..types import LETTERS, Answer, Candidate, CandidateScores, Chunk, Question, Search, chunk_id
 
 
 def evidence_page(c: Candidate, q: Question, letter: str | None) -> int:
@@ -58,7 +58,7 @@ def select_evidence(reranked: list[Candidate], k: int, neighbours: bool,
         out.append(c)
         nxt = chunks([chunk_id(c.chunk.doc_hash, c.chunk.index + 1)])
         if nxt and all(x.chunk.chunk_id != nxt[0].chunk_id for x in top):
-            out.append(Candidate(nxt[0], {"neighbour_of": c.rank}, c.rank))
+            out.append(Candidate(nxt[0], CandidateScores(neighbour_of=c.rank), c.rank))
     return out
 
 

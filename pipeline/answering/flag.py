@@ -68,8 +68,8 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
     for o in q.options:
         orr = _readings(o)
         opt_cov.append(sum(bool(rs & ev) for rs in orr.values()) / len(orr) if orr else 0.0)
-    dense = [c.scores["dense"] for c in reranked if isinstance(c.scores.get("dense"), float)]
-    top = reranked[0].scores.get("dense") if reranked else None
+    dense = [c.scores.dense for c in reranked if c.scores.dense is not None]
+    top = reranked[0].scores.dense if reranked else None
     return {
         "q_cov": len(covered) / len(qr) if qr else 1.0,
         "q_cov_idf": float(sum(v for t, v in idf.items() if t in covered) / tot),

@@ -39,7 +39,7 @@ from .answer import page_with_words
 from .flag import DENSE_BASIS
 from ..prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
 from ..text import fold_homoglyphs, normalize, words
-from ..types import Candidate, Question, Search
+from ..types import Candidate, CandidateScores, Question, Search
 
 NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
 
@@ -278,7 +278,7 @@ def with_preceding(library, top: list[Candidate]) -> list[tuple[Candidate, Candi
     for c in top:
         prev = library.chunks([f"{c.chunk.doc_hash}:{c.chunk.index - 1}"]) if c.chunk.index > 0 else []
         p = prev[0] if prev and prev[0].chunk_id not in ids else None
-        out.append((c, Candidate(p, {"preceding_of": float(c.rank)}, c.rank) if p else None))
+        out.append((c, Candidate(p, CandidateScores(preceding_of=float(c.rank)), c.rank) if p else None))
     return out
 
 
@@ -314,7 +314,7 @@ def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> 
     if answer:
         want = set(normalize(answer, "prefix6"))
         best = max(shown, key=lambda c: (len(want & set(normalize(c.chunk.body, "prefix6"))), -c.rank,
-                                         "preceding_of" not in c.scores))
+                                         c.scores.preceding_of is None))
         if want & set(normalize(best.chunk.body, "prefix6")):
             return best, answer_page(best, q, answer)
     return top, answer_page(top, q, "")

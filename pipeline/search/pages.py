@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..index import Library
 from .retrieval import query_text, zscores
 from ..settings import Settings
-from ..types import Candidate, Question
+from ..types import Candidate, CandidateScores, Question
 
 
 def joint_lexical(library: Library, q: Question, ids: list[str]) -> dict[str, float]:
@@ -44,7 +44,8 @@ def expansion(library: Library, q: Question, doc_hash: str, have: set[str], n: i
     if not best:
         return []
     lexical = library.lexical_scores(query_text(q, settings, instruction=False))
-    out = [Candidate(c, {"page_expanded": 1.0, "lexical": float(lexical.get(c.chunk_id, 0.0))}, 0) for c in best]
+    out = [Candidate(c, CandidateScores(page_expanded=1.0, lexical=float(lexical.get(c.chunk_id, 0.0))), 0)
+           for c in best]
     if embedder is not None:
         qvec = embedder.embed_queries([query_text(q, settings)])[0]
         vecs = library.vectors.get([c.chunk.chunk_id for c in out])  # a chunk still embedding has none
@@ -72,7 +73,8 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
     mine = [pool[k] for k in slots]
     ids = [c.chunk.chunk_id for c in mine + extra]
     joint = joint_lexical(library, q, ids)
-    rz = zscores({c.chunk.chunk_id: c.scores.get("rerank", c.scores.get("fused", 0.0)) for c in mine})
+    rz = zscores({c.chunk.chunk_id: next((x for x in (c.scores.rerank, c.scores.fused) if x is not None), 0.0)
+                 for c in mine})
     floor = min(rz.values())
     rz.update({c.chunk.chunk_id: floor for c in extra})
     jz = zscores(joint)
@@ -82,7 +84,7 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
     reranked = reranked[:n_pool] + extra + reranked[n_pool:]
     mine = [c.scored(page_joint=float(joint[c.chunk.chunk_id]),
                      page=float((1 - w) * rz[c.chunk.chunk_id] + w * jz[c.chunk.chunk_id])) for c in mine]
-    mine.sort(key=lambda c: c.scores["page"], reverse=True)
+    mine.sort(key=lambda c: c.scores.page, reverse=True)
     out = list(reranked)
     for k, c in zip(slots, mine):
         out[k] = c

@@ -24,7 +24,7 @@ def apply_scores(candidates: list[Candidate], scores: list[float],
     renumbered; ``candidates`` are left as they were."""
     extra = extra or [{} for _ in candidates]
     new = [c.scored(**e, rerank=float(s)) for c, s, e in zip(candidates, scores, extra)]
-    out = sorted(new, key=lambda c: c.scores["rerank"], reverse=True)
+    out = sorted(new, key=lambda c: c.scores.rerank, reverse=True)
     return [c.ranked(r) for r, c in enumerate(out, 1)]
 
 
@@ -39,7 +39,7 @@ def rerank(reranker: Reranker, q: Question, candidates: list[Candidate]) -> list
 
 class NoReranker(Reranker):
     def score(self, q, candidates):
-        return [c.scores["fused"] for c in candidates]
+        return [c.scores.fused for c in candidates]
 
 
 class OptionEvidenceReranker(Reranker):
@@ -54,13 +54,13 @@ class OptionEvidenceReranker(Reranker):
         ids = [c.chunk.chunk_id for c in candidates]
         opts = [o for o in q.options if o.strip()]
         if not opts:
-            return [(c.scores["fused"], {}) for c in candidates]
+            return [(c.scores.fused, {}) for c in candidates]
         qv = self.embedder.embed_queries(option_queries(q))  # (n_opt, d)
         vecs = self.dense.get(ids)  # a chunk still embedding has none: its option evidence is lexical only
         dense_opt = {i: float((v @ qv.T).max()) for i, v in vecs.items()}
         lex = [self.lexical.scores(o) for o in opts]
         lex_opt = {i: max(l.get(i, 0.0) for l in lex) for i in ids}
-        fz = zscores({c.chunk.chunk_id: c.scores["fused"] for c in candidates})
+        fz = zscores({c.chunk.chunk_id: c.scores.fused for c in candidates})
         dz, lz = zscores(dense_opt), zscores(lex_opt)
         w = self.settings.rerank.rerank_option_weight
         out = []

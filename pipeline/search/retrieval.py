@@ -24,7 +24,7 @@ import numpy as np
 from ..index.lexical import LexicalIndex
 from ..index.vectors import VectorIndex
 from ..settings import Settings
-from ..types import Candidate, Chunk, Question
+from ..types import Candidate, CandidateScores, Chunk, Question
 
 
 class QueryEmbedder(Protocol):
@@ -79,12 +79,9 @@ class Retriever:
         out = []
         for rank, chunk in enumerate(self.chunks(best), 1):
             cid = chunk.chunk_id
-            sc = {"fused": float(fused[cid])}
-            if cid in dense:
-                sc["dense"] = float(dense[cid])
-            if cid in lexical:
-                sc["lexical"] = float(lexical[cid])
-            out.append(Candidate(chunk, sc, rank))
+            d, lex = dense.get(cid), lexical.get(cid)  # none: not embedded yet / no query word
+            out.append(Candidate(chunk, CandidateScores(fused=float(fused[cid]), dense=None if d is None else float(d),
+                                                        lexical=None if lex is None else float(lex)), rank))
         return out
 
 
