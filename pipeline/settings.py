@@ -150,7 +150,6 @@ class AnswerSettings(_Group):
     passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
     # read the top read_first passages first; the answer stands when its probability is at least read_first_enough,
     # else all top_k_answer are read (the first passages' cache reused) and their answer stands; 0 = off
-    # (bench/answer_speed.md: p50 ~0.6x, same accuracy within the paired noise on both kinds of documents)
     read_first: int = 1
     read_first_enough: float = 0.6
     retry_below: float = 0.0  # retry with wider evidence when the best probability is below; 0 = off
