@@ -347,6 +347,19 @@ def test_documents_table_shows_searchable_then_indexed_and_the_answer_says_lexic
     assert "lexical only" not in answer_markdown(q, a)
 
 
+def test_the_answer_says_when_it_stood_on_the_top_passage_alone():
+    from pipeline.types import Answer, Question
+    from webapp.views import answer_markdown
+
+    q = Question("q", "?", ["a", "b", "c", "d", "e", "f"])
+    stood = Answer("A", {"A": 0.91}, "r.pdf", "h", 3, [], [], {},
+                   {"read_first": {"passages": 1, "probability": 0.91, "prompt_tokens": 700, "enough": True}})
+    assert "answered from the top passage alone: at 91% the next one was not needed" in answer_markdown(q, stood)
+    read_on = Answer("A", {"A": 0.7}, "r.pdf", "h", 3, [], [], {},
+                     {"read_first": {"passages": 1, "probability": 0.4, "prompt_tokens": 700, "enough": False}})
+    assert "top passage alone" not in answer_markdown(q, read_on)
+
+
 def test_stream_reports_progress_then_result_or_error():
     def work(report):
         for i in range(3):
