@@ -144,7 +144,8 @@ def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: l
     (the surer of the two kept). The document is the top candidate's; the page its evidence page."""
     s, k = settings, settings.answer.read_first
     first = score_options(answerer, q, chosen[:k], s) if 0 < k < len(chosen) else None
-    if first is not None and max(first.probabilities.values()) >= s.answer.read_first_enough:
+    sure = max(first.probabilities.values()) if first is not None else 0.0
+    if first is not None and sure >= s.answer.read_first_enough:
         scores, chosen, spent = first, chosen[:k], first.seconds  # the top passages were enough
     else:
         scores = score_options(answerer, q, chosen, s)  # reads on from the top passages' cache
@@ -153,7 +154,7 @@ def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: l
     details = {"letter": scores.letter, "option": scores.option, "prompt_tokens": scores.prompt_tokens,
                "retrieved": list(found.retrieved), "retried": False}
     if first is not None:
-        details["read_first"] = {"passages": k, "probability": max(first.probabilities.values()),
+        details["read_first"] = {"passages": k, "probability": sure,
                                  "prompt_tokens": first.prompt_tokens, "enough": scores is first}
     if scores.features:
         details["features"] = scores.features

@@ -44,15 +44,16 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
+def log_normalizer(row: np.ndarray) -> float:
+    """log Σ exp(row), shifted by the row's largest (exponentials in the row's dtype, summed in float64)."""
+    m = row.max()
+    return float(m) + float(np.log(np.exp(row - m).sum(dtype=np.float64)))
+
+
 def picked_log_probs(logits: np.ndarray, picks: list[int]) -> list[float]:
-    """The log-probability of token ``picks[i]`` under row ``i`` of ``logits``, one row at a time (each row
-    shifted by its largest, exponentials in float32 summed in float64): a row stays in cache, where
-    ``np.logaddexp.reduce`` over the whole matrix took longer than the decode that made it."""
-    out = []
-    for row, t in zip(logits, picks):
-        m = row.max()
-        out.append(float(row[t]) - float(m) - float(np.log(np.exp(row - m).sum(dtype=np.float64))))
-    return out
+    """The log-probability of token ``picks[i]`` under row ``i`` of ``logits``, one row at a time: a row stays
+    in cache, where ``np.logaddexp.reduce`` over the whole matrix took longer than the decode that made it."""
+    return [float(row[t]) - log_normalizer(row) for row, t in zip(logits, picks)]
 
 
 def amx_reported() -> bool:
@@ -159,8 +160,7 @@ class LlamaCppAnswerer(Answerer):
     def _logits(self) -> np.ndarray:
         """The next token's log-probabilities after the last evaluated token."""
         a = self._raw_logits(1)[0].astype(np.float64)
-        m = a.max()
-        return a - (m + np.log(np.exp(a - m).sum()))
+        return a - log_normalizer(a)
 
     def _eval(self, toks: list[int]) -> np.ndarray:
         """Evaluate ``toks`` after the cached state, reusing any shared prefix; log-probs of the next token.

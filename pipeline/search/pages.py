@@ -73,8 +73,7 @@ def rescore_pages(q: Question, reranked: list[Candidate], library: Library, sett
     mine = [pool[k] for k in slots]
     ids = [c.chunk.chunk_id for c in mine + extra]
     joint = joint_lexical(library, q, ids)
-    rz = zscores({c.chunk.chunk_id: next((x for x in (c.scores.rerank, c.scores.fused) if x is not None), 0.0)
-                 for c in mine})
+    rz = zscores({c.chunk.chunk_id: c.scores.get("rerank", c.scores.get("fused", 0.0)) for c in mine})
     floor = min(rz.values())
     rz.update({c.chunk.chunk_id: floor for c in extra})
     jz = zscores(joint)
