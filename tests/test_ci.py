@@ -1,5 +1,7 @@
-"""Under CI=true the browser tests never skip silently: a missing Chromium fails the run (tests/browser/conftest.py)."""
+"""What CI rests on: under CI=true the browser tests never skip silently (a missing Chromium fails the run,
+tests/browser/conftest.py), and the set-up scripts' python lines run against this code."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +27,6 @@ def test_a_missing_chromium_fails_under_ci_and_skips_otherwise():
 def test_the_set_up_scripts_python_lines_run_against_this_code():
     """Each ``.venv/bin/python -c "…"`` of the set-up scripts runs (they read settings and models through the
     package's API; a rename there once broke only a fresh machine's set-up)."""
-    import re
-
     lines = [m.group(1) for f in sorted((ROOT / "scripts").glob("*.sh"))
              for m in re.finditer(r'\.venv/bin/python -c "([^"]+)"', f.read_text())]
     assert len(lines) >= 2, lines
