@@ -49,6 +49,15 @@ def mcnemar_p(b: int, c: int) -> float:
     return sign_test(b, c)
 
 
+def calibration(recs: list[dict]) -> dict:
+    """Whether the answers' probabilities mean what they say: the mean top probability (against the accuracy)
+    and the Brier score of the top probability (its squared distance from right, 1, or wrong, 0)."""
+    tops = [(max(r["probabilities"].values()), float(r["right"])) for r in recs if r["probabilities"]]
+    if not tops:
+        return {"mean_top_p": float("nan"), "brier_top": float("nan")}
+    return {"mean_top_p": statistics.fmean(p for p, _ in tops), "brier_top": statistics.fmean((p - y) ** 2 for p, y in tops)}
+
+
 def summarise(recs: list[dict], base: list[dict] | None) -> dict:
     """One variant on one set; ``base``: the baseline's records of the same questions, in the same order."""
     from pipeline.evaluation.metric import percentile  # the one percentile (nearest rank)
@@ -58,7 +67,12 @@ def summarise(recs: list[dict], base: list[dict] | None) -> dict:
          "mean_s": statistics.fmean(secs) if secs else float("nan"),
          "prompt_tokens": statistics.fmean(r["prompt_tokens"] for r in recs) if recs else float("nan"),
          "answer_accuracy": statistics.fmean(r["right"] for r in recs) if recs else float("nan"),
-         "score": statistics.fmean(r["score"] for r in recs) if recs else float("nan")}
+         "score": statistics.fmean(r["score"] for r in recs) if recs else float("nan"),
+         **calibration(recs)}
+    stood = [r for r in recs if (r.get("read_first") or {}).get("enough")]
+    if any(r.get("read_first") for r in recs):  # answers the top passage alone gave, and how well they mean it
+        m["stood"] = {"n": len(stood), **calibration(stood),
+                      "accuracy": statistics.fmean(r["right"] for r in stood) if stood else float("nan")}
     if base is not None:
         b = sum(1 for x, y in zip(base, recs) if x["right"] and not y["right"])
         c = sum(1 for x, y in zip(base, recs) if not x["right"] and y["right"])
@@ -124,6 +138,7 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
         print(json.dumps({"qid": q.qid, "seconds": secs, "letter": a.letter, "right": right, "doc_right": doc_right,
                           "page_proximity": prox, "score": 0.5 * right + 0.25 * doc_right + 0.25 * prox,
                           "probabilities": a.probabilities, "prompt_tokens": a.details.get("prompt_tokens", 0),
+                          "read_first": a.details.get("read_first"),  # whether the top passage alone answered
                           "timings": a.timings, "rss_mb": rss_mb("VmRSS"), "peak_rss_mb": rss_mb("VmHWM")}),
               flush=True)
 
@@ -227,7 +242,7 @@ def pick(qids: list[str], every: int, limit: int | None, offset: int = 0) -> lis
 
 def table(summary: dict, base: str) -> str:
     lines = ["| set | variant | n | p50 s | p95 s | p50 × base | p95 × base | prompt tokens | peak RSS MB | answer acc"
-             " | score | changed | right→wrong | wrong→right | McNemar p |", "|---" * 15 + "|"]
+             " | mean top p | Brier (top) | score | changed | right→wrong | wrong→right | McNemar p |", "|---" * 17 + "|"]
     for name, per in summary.items():
         for label, m in per.items():
             rel = (f"{m['p50_ratio']:.2f} | {m['p95_ratio']:.2f}" if label != base else "1 | 1")
@@ -235,7 +250,13 @@ def table(summary: dict, base: str) -> str:
                      if label != base else "– | – | – | –")
             lines.append(f"| {name} | {label} | {m['n']} | {m['p50_s']:.2f} | {m['p95_s']:.2f} | {rel} | "
                          f"{m['prompt_tokens']:.0f} | {m['peak_rss_mb']:.0f} | {m['answer_accuracy']:.3f} | "
-                         f"{m['score']:.3f} | {flips} |")
+                         f"{m['mean_top_p']:.3f} | {m['brier_top']:.3f} | {m['score']:.3f} | {flips} |")
+    stood = [(name, label, m["stood"]) for name, per in summary.items() for label, m in per.items() if "stood" in m]
+    if stood:
+        lines += ["", "| set | variant | answers that stood on the top passage | their accuracy | mean top p | Brier (top) |",
+                  "|---" * 6 + "|"]
+        lines += [f"| {name} | {label} | {m['n']} of {summary[name][label]['n']} | {m['accuracy']:.3f} | "
+                  f"{m['mean_top_p']:.3f} | {m['brier_top']:.3f} |" for name, label, m in stood]
     return "\n".join(lines)
 
 

@@ -147,7 +147,9 @@ class AnswerSettings(_Group):
     # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
     llama_batch_continuations: bool = True
     llama_flash_attn: bool = False  # llama.cpp's flash attention (CPU: a fused attention kernel; logits differ slightly)
-    passage_tokens: int = 420  # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole
+    # each passage cut to its best-matching run of lines (answer model's tokens); 0 = whole. Six-option answers only:
+    # free-form answers read free_passage_tokens
+    passage_tokens: int = 300
     # read the top read_first passages first; the answer stands when its probability is at least read_first_enough,
     # else all top_k_answer are read (the first passages' cache reused) and their answer stands; 0 = off
     read_first: int = 1
@@ -181,6 +183,7 @@ class FreeSettings(_Group):
     free_prompt: Literal["short", "verbatim"] = "short"
     free_preceding: bool = True  # each passage shown after the end of the passage before it
     free_preceding_tokens: int = 160
+    free_passage_tokens: int = 420  # each passage of the first try cut to this many tokens (0 = whole)
     free_retry_top_k: int = 10  # after an abstention, one retry with this many passages; 0 = off
     free_retry_passage_tokens: int = 200  # each of those cut to this many tokens
     free_verify: bool = True  # abstain when the model judges the answer unsupported by the passages
@@ -387,7 +390,7 @@ _QWEN3 = dict(
     query_instruction="",  # Qwen3-Embedding takes its instruction through embed_query_prefix
     embed_query_prefix=("Instruct: Given a question and its answer options, retrieve the document passage "
                         "that answers the question\nQuery:"),
-    embed_tokenizer="qwen", think_block=True, scorer="letter", passage_tokens=0, top_k_answer=3,
+    embed_tokenizer="qwen", think_block=True, scorer="letter", passage_tokens=0, free_passage_tokens=0, top_k_answer=3,
 )
 # 2x T4 (15 GB each, compute capability 7.5): float16 only, Triton attention, tensor parallel 2.
 _T4X2 = dict(_QWEN3, embedder="vllm", reranker="vllm", answerer="vllm", tensor_parallel=2, vllm_dtype="half",
@@ -415,10 +418,11 @@ PROFILES: dict[str, dict[str, Any]] = {
     # vLLM: the same Qwen2.5-Coder-1.5B weights as llama.cpp's, converted once from the shipped GGUF
     # (pipeline.backends.vllm_model), scored by letter as the t4x2 profiles are. Retrieval stays the cpu
     # profile's (e5, options reranker): a 1.5B coder model is no embedder; embedder=vllm / reranker=vllm run it
-    # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md)
-    "vllm-cpu": dict(_UNMEASURED_ANSWER, answerer="vllm", scorer="letter", answer_model=_SHIPPED, embed_model=_SHIPPED,
-                     rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True, vllm_max_num_seqs=4,
-                     vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
+    # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md). Its passages keep 420 tokens:
+    # the cut to 300 was measured with the listed scorer, not the letter
+    "vllm-cpu": dict(_UNMEASURED_ANSWER, passage_tokens=420, answerer="vllm", scorer="letter", answer_model=_SHIPPED,
+                     embed_model=_SHIPPED, rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True,
+                     vllm_max_num_seqs=4, vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
                      embed_query_prefix="Query: ",
                      vllm_rerank_overrides={"architectures": ["Qwen2ForSequenceClassification"],
                                             "classifier_from_token": ["no", "yes"], "method": "from_2_way_softmax"}),

@@ -1,7 +1,7 @@
 """bench.answer_speed: the exact McNemar p and the paired summary (synthetic records)."""
 import pytest
 
-from bench.answer_speed import mcnemar_p, pick, summarise
+from bench.answer_speed import mcnemar_p, pick, summarise, table
 
 
 def test_mcnemar_exact():
@@ -25,3 +25,15 @@ def test_summary_pairs_the_same_questions():
     assert m["max_prob_diff"] == pytest.approx(0.5)
     assert "p50_ratio" not in summarise(base, None)
     assert pick(list("abcdefg"), 3, None) == ["a", "d", "g"] and pick(list("abcdefg"), 2, 2) == ["a", "c"]
+
+
+def test_summary_says_how_well_the_probabilities_mean_it():
+    stood = {"passages": 1, "probability": 0.9, "enough": True}
+    recs = [{**rec("A", True, 5, 0.9), "read_first": stood}, {**rec("A", False, 5, 0.9), "read_first": stood},
+            {**rec("B", True, 9, 0.6), "read_first": {**stood, "probability": 0.5, "enough": False}}]
+    m = summarise(recs, None)
+    assert m["mean_top_p"] == pytest.approx(0.8) and m["brier_top"] == pytest.approx((0.01 + 0.81 + 0.16) / 3)
+    assert m["stood"]["n"] == 2 and m["stood"]["accuracy"] == 0.5 and m["stood"]["mean_top_p"] == pytest.approx(0.9)
+    assert "stood" not in summarise([rec("A", True, 5)], None)  # a path without read_first (main before it)
+    shown = table({"long": {"now": {**m, "peak_rss_mb": 4000.0}}}, "now")
+    assert "| 0.800 | 0.327 |" in shown and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in shown

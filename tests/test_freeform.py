@@ -210,3 +210,28 @@ def test_every_answer_prompt_setting_has_its_request_and_its_forced_request():
     for gen, forced in TAILS.values():
         assert "Немає відповіді" in gen and "Немає відповіді" not in forced
         assert gen.endswith("assistant\nВідповідь:") and forced.endswith("assistant\nВідповідь:")
+
+
+def test_free_form_passages_are_cut_to_their_own_budget_not_the_six_option_one(pipe):
+    """The first try reads passages cut to ``free_passage_tokens``; ``passage_tokens`` (six-option answers) is not
+    read, so a shorter six-option prompt leaves free-form answers as they were."""
+    from pipeline.answering.freeform import answer_free, free_reader
+
+    q = Question("ask", "Яким є строк гарантії на зволожувач «Росинка-7»?", [])
+    found, count = pipe.search(q), pipe.models.answerer.count_tokens
+
+    def first_try(**over):
+        s = load_settings(free_preceding=False, free_retry_top_k=0, **over)
+        seen = []
+
+        def read(qq, passages):
+            seen.append(passages)
+            return Reading("36 місяців", "", 0.9, {"36 місяців": 0.9})
+        answer_free(q, found, {}, free_reader(pipe.models.answerer, s), pipe.library, s, read)
+        return seen[0]
+
+    whole = first_try(passage_tokens=60, free_passage_tokens=0)
+    assert whole == first_try(passage_tokens=420, free_passage_tokens=0)  # the six-option budget changes nothing
+    cut = first_try(passage_tokens=0, free_passage_tokens=60)
+    assert len(cut) == len(whole) == load_settings().answer.top_k_answer
+    assert sum(map(count, cut)) < sum(map(count, whole)) - 60, (cut, whole)  # the free-form budget cuts

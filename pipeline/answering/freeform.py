@@ -336,7 +336,7 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
         raise ValueError("nothing was retrieved for this question: is the library empty?")
     read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free.free_mode == "extract"))
     sw = Switches.from_settings(s)
-    tries = [(s.answer.top_k_answer, s.answer.passage_tokens)]
+    tries = [(s.answer.top_k_answer, s.free.free_passage_tokens)]
     if sw.retry_top_k and sw.retry_top_k > s.answer.top_k_answer:
         tries.append((sw.retry_top_k, s.free.free_retry_passage_tokens))
     details: dict = {"tries": [], "retrieved": list(found.retrieved), "lexical_only_docs": still, **flag}
