@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import hashlib
 import json
-import os
-import platform
 import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from bench import harness
 from pipeline.backends.registry import Models
 from pipeline.evaluation.free import free_metrics, read_free_questions
 from pipeline.evaluation.metric import percentile
@@ -160,11 +158,11 @@ class HeldOutFlag:
     The shipped ``flag_free`` weights were fitted on the same questions (``python -m bench.flag``); measuring with
     them would test on the training set. Here each question gets weights refitted, as ``bench.flag`` fits them
     (its threshold: at most ``bench.flag``'s target share of the training questions whose document is present
-    fire), on the records of every other document (``paths``: ``bench.flag``'s or ``bench.answer_quality
-    absent --free``'s records; only those asked without options are used)."""
+    fire), on the records of every other document (``paths``: ``bench.flag``'s records; only those asked
+    without options are used)."""
 
     def __init__(self, paths: list[Path]):
-        from bench import answer_quality_fit as F
+        from bench import fitting as F
 
         self.F, self.models = F, {}
         self.recs = [json.loads(x) for path in paths for x in path.read_text(encoding="utf-8").splitlines()
@@ -267,9 +265,7 @@ def run(a) -> str:
         n_ans = sum(1 for r in results[variants[0][0]] if r["gold"])
         head = (f"{n_ans} answerable + {i - n_ans} unanswerable questions: every {a.every}. question of "
                 f"{a.work / 'answerable.csv'} ({len(items)} in the subset; {i} done)")
-        stamp = (f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
-                 f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine: times are "
-                 f"under load)")
+        stamp = harness.stamp("bench.freeform", a.argv)
         out = f"{stamp}\n\n{table(results, head)}\n"
         (a.work / "table.md").write_text(out, encoding="utf-8")
     print(out)
@@ -304,9 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--every", type=int, default=1, help="every k-th question (1 = all)")
     r.add_argument("--only", action="append", default=[], help="only this variant (repeatable)")
     r.add_argument("--flag-records", type=Path, action="append", default=[],
-                   help="the flag's training records (repeatable; bench.flag's data/flag/<set>/records-e5.jsonl, or "
-                        "python -m bench.answer_quality absent --free's; default data/unlp/absent-free.jsonl): each "
-                        "question's flag is refitted without its document")
+                   help="the flag's training records (repeatable; bench.flag's data/flag/<set>/records-e5.jsonl; "
+                        "default data/unlp/absent-free.jsonl): each question's flag is refitted without its document")
     r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
     t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
     t.add_argument("--tags", nargs="*", default=[], help="only these runs' rows (a later tag's row of the same "
@@ -315,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--work", type=Path, default=Path("data/freeform"), help="where the CSVs and libraries live")
         p.add_argument("--profile", default=None)
     a = ap.parse_args(argv)
+    a.argv = sys.argv[1:] if argv is None else argv
     {"build": build, "run": run, "table": table_from_rows}[a.cmd](a)
     return 0
 

@@ -15,9 +15,6 @@ each wave (visitors come and go: it must not keep growing).
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import random
 import tempfile
 import threading
@@ -25,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import harness
 from testkit import pdfgen  # the test helpers' PDF generator (PyMuPDF only)
 
 WORDS = ["бурштин", "гранат", "сапфір", "смарагд", "топаз", "аметист", "опал", "рубін", "нефрит", "перламутр",
@@ -197,8 +195,7 @@ def run(url: str, pid: int | None, clients: int, waves: int, seconds: float, see
 
 
 def report(r: dict, note: str = "") -> str:
-    lines = [f"# Load on loopback — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores",
-             "", "Command: `python -m bench.load " + note + "`", "",
+    lines = ["# Load on loopback", "", harness.stamp("bench.load", note.split()), "",
              f"{r['clients']} concurrent visitors per wave (`gradio_client`, one session each), {r['waves']} waves "
              f"of {r['seconds_per_wave']:g} s; each visitor uploads its own one-page PDF, asks about it until the "
              f"wave ends, lists its library and leaves. Wall time {r['wall_seconds']:.0f} s.", "",
@@ -233,7 +230,7 @@ def growth(r: dict) -> float:
     return r["rss_after_wave_mb"][-1] - r["rss_after_wave_mb"][0]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--waves", type=int, default=3)
@@ -243,7 +240,7 @@ def main() -> None:
                     help="first run the same load against an app started with these environment variables "
                          "(e.g. MALLOC_ARENA_MAX=16, glibc's default on 2 cores) and compare memory growth")
     ap.add_argument("--out", type=Path, default=Path("bench/load.md"))
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     note = f"--clients {a.clients} --waves {a.waves} --seconds {a.seconds:g}"
     if a.url:
         text = report(run(a.url, None, a.clients, a.waves, a.seconds), note)

@@ -12,7 +12,9 @@ articles. The gold page is read back from the rendered PDF's text layer, never a
     python -m pipeline.evaluate --pdfs runs/longdocs/pdfs --questions runs/longdocs/questions.csv \\
         --out runs/longdocs-eval --no-answer --data-dir runs/longdocs-lib
 
-Deterministic: the same seed gives the same bytes and questions.
+``bench.flag`` measures the not-in-documents flag on this set (its held-out kind, never fitted on); the study
+that measured page choice on it is finished (docs/defaults.md). Deterministic: the same seed gives the same
+bytes and questions.
 """
 from __future__ import annotations
 
@@ -619,64 +621,9 @@ def write_set(docs: list[LongDoc], out: Path) -> Path:
     return csv_path
 
 
-# variants measured by --measure: settings overrides that leave chunking alone (one index per set serves all)
-VARIANTS = {
-    "baseline (no page re-scoring)": {"page_rescore_weight": 0.0},
-    "page re-scoring w=0.3": {"page_rescore_weight": 0.3},
-    "page re-scoring w=0.5": {"page_rescore_weight": 0.5},
-    "page re-scoring w=0.7 (cpu default)": {"page_rescore_weight": 0.7},
-    "page re-scoring w=1.0": {"page_rescore_weight": 1.0},
-    "re-scoring over all documents w=0.5": {"page_rescore_weight": 0.5, "page_scope": "all"},
-}
-METRICS = [("doc_accuracy", "doc acc"), ("page@1", "page@1"), ("page_proximity", "page prox"),
-           ("recall@1_rerank", "R@1"), ("recall@2_rerank", "**R@2** (read)"), ("recall@5_rerank", "R@5")]
-
-
-def measure(sets: dict[str, tuple[Path, Path]], work: Path, variants: dict[str, dict] = VARIANTS) -> dict:
-    """Retrieval and localisation (no answer model) of every variant on every set; one index per set in ``work``."""
-    import time
-
-    from pipeline.backends.registry import Models
-    from pipeline.evaluation.questions import read_questions
-    from pipeline.evaluation.run import evaluate, index_folder
-    from pipeline.qa import Pipeline
-    from pipeline.settings import load_settings
-
-    models = Models(load_settings())
-    results: dict = {}
-    for name, (pdfs, questions_csv) in sets.items():
-        questions, _ = read_questions(questions_csv.read_bytes())
-        for label, over in variants.items():
-            pipe = Pipeline(load_settings(**over), root=work / f"lib-{name}", models=models)
-            t0 = time.perf_counter()
-            report = index_folder(pipe.library, [p for p in pdfs.iterdir() if p.suffix.lower() == ".pdf"], say=lambda m: None)
-            if report["failed"]:
-                raise SystemExit(f"{name}: indexing failed: {report['failed']}")
-            m, _ = evaluate(pipe, questions, answer=False)
-            pipe.library.close()
-            results.setdefault(name, {})[label] = m
-            print(f"{name:8s} {label:40s} " + " ".join(f"{short}={m[k]:.3f}" for k, short in METRICS)
-                  + f" ({time.perf_counter() - t0:.0f} s)", flush=True)
-    return results
-
-
-def table(results: dict) -> str:
-    names = list(results)
-    head = "| variant | " + " | ".join(f"{n}: {short}" for n in names for _, short in METRICS) + " |"
-    lines = [head, "|---" * (1 + len(names) * len(METRICS)) + "|"]
-    for label in next(iter(results.values())):
-        cells = [f"{results[n][label][k]:.3f}" for n in names for k, _ in METRICS]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.longdocs", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for pdfs/ and questions.csv (e.g. runs/longdocs)")
-    ap.add_argument("--measure", action="store_true",
-                    help="then index and measure every variant on this set and on --unlp (indexes kept in --work)")
-    ap.add_argument("--unlp", type=Path, default=Path("../shared/unlp"), help="the short-leaflet set (pdfs/, questions.csv)")
-    ap.add_argument("--work", type=Path, default=Path("runs"), help="where the indexes live (lib-long, lib-unlp); reused")
     a = ap.parse_args(argv)
     if not (a.out / "questions.csv").exists():
         docs = build_set()
@@ -686,10 +633,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {sum(len(d.questions) for d in docs)} questions to {path}")
     else:
         print(f"using the set already in {a.out} (delete it to generate again)")
-    if a.measure:
-        results = measure({"long": (a.out / "pdfs", a.out / "questions.csv"),
-                           "unlp": (a.unlp / "pdfs", a.unlp / "questions.csv")}, a.work)
-        print(table(results))
     return 0
 
 

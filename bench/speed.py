@@ -27,11 +27,10 @@ embedding), and until every chunk has its vector.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import platform
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 import pymupdf
 import pymupdf4llm
 
+from bench import harness
 from pipeline.backends.e5 import E5Embedder
 from pipeline.backends.registry import Models
 from pipeline.documents.chunking import TokenCounter, chunk_document
@@ -162,15 +162,16 @@ def progressive(models: Models, s, pages: int) -> list[tuple[str, str]]:
              f"{indexed:.0f} s ({info.n_chunks / (indexed - searchable):.2f} chunks/s)")]
 
 
-def write(out: Path, s, rows: list[tuple[str, str]]) -> None:
-    head = f"# Speed — {datetime.date.today()}, {platform.machine()}, {os.cpu_count()} cores, profile {s.profile}\n\n"
+def write(out: Path, s, rows: list[tuple[str, str]], argv: list[str]) -> None:
+    head = f"# Speed — profile {s.profile}\n\n{harness.stamp('bench.speed', argv)}\n\n"
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
     out.write_text(head + table)
     print(head + table)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n\n")[0])
     ap.add_argument("--pdfs", type=Path)
     ap.add_argument("--questions", type=Path)
     ap.add_argument("--long-pdf-pages", type=int, default=0,
@@ -182,7 +183,7 @@ def main() -> None:
     ap.add_argument("--e5-n", type=int, default=200, help="chunks for the e5 engine comparison")
     ap.add_argument("--only-e5", action="store_true", help="only the e5 engine comparison (printed, not written)")
     ap.add_argument("--out", type=Path, default=Path("bench/speed.md"))
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     s = load_settings(a.profile)
     if a.only_e5:
         files = list_pdfs(a.pdfs)
@@ -190,14 +191,13 @@ def main() -> None:
         chunks = parse_rate(files, count, s)[2]
         step = max(1, len(chunks) // a.e5_n)  # spread over the corpus
         rows = e5_engines([c.embed_text() for c in chunks[::step][: a.e5_n]], count, s)
-        print(f"# e5 engines — {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-              f"{platform.machine()}, {os.cpu_count()} cores\n")
+        print(f"# e5 engines — {harness.stamp('bench.speed', argv)}\n")
         print("| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows))
         return
     models = Models(s)
     if a.long_pdf_pages:
         out = a.out if a.out != Path("bench/speed.md") else Path("bench/speed-progressive.md")
-        return write(out, s, progressive(models, s, a.long_pdf_pages))
+        return write(out, s, progressive(models, s, a.long_pdf_pages), argv)
     if not (a.pdfs and a.questions):
         ap.error("--pdfs and --questions are needed (or --long-pdf-pages)")
     files = list_pdfs(a.pdfs)
@@ -238,7 +238,7 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append(("peak RSS", f"{rss:.0f} MB"))
 
-    write(a.out, s, rows)
+    write(a.out, s, rows, argv)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench import harness
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = {"cpu (llama.cpp, letter)": (".venv", "cpu", ["--set", "scorer=letter"]),
         "vllm-cpu (vLLM, letter)": (".venv-vllm", "vllm-cpu", [])}
@@ -59,7 +61,10 @@ def compare(a: dict[str, dict], b: dict[str, dict]) -> dict:
     diffs = {q: max(abs(a[q].get("probabilities", {}).get(L, 0.0) - b[q].get("probabilities", {}).get(L, 0.0))
                     for L in "ABCDEF") for q in common}
     same_evidence = [q for q in common if a[q].get("evidence") == b[q].get("evidence")]
+    as_recs = lambda t: [{"qid": q, "letter": t[q].get("answer"),  # noqa: E731
+                          "right": t[q].get("answer") == t[q].get("gold", {}).get("answer")} for q in common]
     return {"n": len(common), "same": len(same), "same_evidence": len(same_evidence),
+            **harness.paired(as_recs(a), as_recs(b)),
             "max_dp_median": statistics.median(diffs.values()) if diffs else None,
             "max_dp_max": max(diffs.values()) if diffs else None,
             "disagree": [q for q in common if q not in same], "diffs": diffs}
@@ -70,7 +75,9 @@ def table(results: dict[str, dict], cmp: dict, a: dict, b: dict) -> str:
     for name, m in results.items():
         lines.append(f"| {name} | {m.get('answer_accuracy', 0):.3f} | {m.get('score', 0):.3f} | "
                      f"{m.get('p50_seconds', 0):.1f} | {m.get('failed', 0)} |")
-    lines += ["", f"Same answer on **{cmp['same']} of {cmp['n']}** questions (same evidence on {cmp['same_evidence']}); "
+    lines += ["", f"Same answer on **{cmp['same']} of {cmp['n']}** questions (same evidence on {cmp['same_evidence']}; "
+              f"right→wrong {cmp['right_to_wrong']}, wrong→right {cmp['wrong_to_right']}, McNemar p "
+              f"{cmp['mcnemar_p']:.2f}); "
               f"largest letter-probability difference per question: median {cmp['max_dp_median']:.3f}, "
               f"max {cmp['max_dp_max']:.3f}."]
     if cmp["disagree"]:
@@ -116,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {name: read_run(f) for name, f in folders.items()}
     (ma, ta), (mb, tb) = runs.values()
     cmp = compare(ta, tb)
-    md = table({name: m for name, (m, _) in runs.items()}, cmp, ta, tb)
+    md = harness.stamp("bench.vllm_cpu", sys.argv[1:] if argv is None else argv) + "\n\n" + \
+        table({name: m for name, (m, _) in runs.items()}, cmp, ta, tb)
     print(md)
     if a.md:
         a.md.write_text(md + "\n", encoding="utf-8")

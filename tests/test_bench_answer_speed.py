@@ -1,7 +1,13 @@
-"""bench.answer_speed: the exact McNemar p and the paired summary (synthetic records)."""
+"""bench.answer_speed: the exact McNemar p and the paired summary (synthetic records); the whole command on
+the sample's PDFs and two of its questions (the CI smoke test)."""
+import json
+import shutil
+from pathlib import Path
+
 import pytest
 
-from bench.answer_speed import mcnemar_p, pick, summarise, table
+from bench.answer_speed import main, summarise, table
+from bench.harness import mcnemar_p, pick
 
 
 def test_mcnemar_exact():

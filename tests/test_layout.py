@@ -61,10 +61,14 @@ def test_each_stage_imports_only_the_stages_before_it():
             assert not bad, f"{f.relative_to(ROOT)} ({layer}) imports a later stage: {bad}"
 
 
-def import_cycles(folder: Path, root: Path = ROOT) -> list[list[str]]:
-    """Groups of modules under ``folder`` that import each other, directly or round a loop (Tarjan's strongly
-    connected components)."""
-    mods = {module_name(f, root): f for f in sorted(folder.rglob("*.py"))}
+TREES = ["pipeline", "webapp", "bench", "fit", "testkit", "app.py"]  # the code the product and its benchmarks are
+
+
+def import_cycles(*folders: Path, root: Path = ROOT) -> list[list[str]]:
+    """Groups of modules under ``folders`` (packages, or single files) that import each other, directly or round
+    a loop, across the folders too (Tarjan's strongly connected components)."""
+    files = [f for d in folders for f in ([d] if d.suffix == ".py" else sorted(d.rglob("*.py")))]
+    mods = {module_name(f, root): f for f in files}
     graph = {m: {i for i in imports(f, root) if i in mods and i != m} for m, f in mods.items()}
     index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
 
@@ -96,8 +100,14 @@ def import_cycles(folder: Path, root: Path = ROOT) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycles():
-    assert import_cycles(ROOT / "pipeline") == []
+def test_no_import_cycles_anywhere_in_the_tree():
+    assert import_cycles(*(ROOT / t for t in TREES)) == []
+
+
+def test_the_pipeline_never_imports_the_benchmarks_or_the_tests():
+    for f in modules("pipeline"):
+        bad = {m for m in imports(f) if m.split(".")[0] in ("bench", "fit", "tests", "testkit")}
+        assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
 
 
 def test_the_rules_see_imports_and_cycles(tmp_path):  # the checker itself
@@ -107,7 +117,16 @@ def test_the_rules_see_imports_and_cycles(tmp_path):  # the checker itself
     (tmp_path / "pkg" / "a.py").write_text("def f():\n    from .b import g\n")  # a function-local import counts
     (tmp_path / "pkg" / "b.py").write_text("from .a import f\n")
     (tmp_path / "pkg" / "c.py").write_text("from . import a\n")
-    assert import_cycles(tmp_path / "pkg", tmp_path) == [["pkg.a", "pkg.b"]]
+    assert import_cycles(tmp_path / "pkg", root=tmp_path) == [["pkg.a", "pkg.b"]]
+    # a loop through two packages and a single-file module is found only when all of them are looked at
+    (tmp_path / "pkg" / "b.py").write_text("")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "__init__.py").write_text("from pkg.c import x\n")
+    (tmp_path / "pkg" / "c.py").write_text("import top\n")
+    (tmp_path / "top.py").write_text("def f():\n    import other\n")
+    assert import_cycles(tmp_path / "pkg", root=tmp_path) == []
+    assert import_cycles(tmp_path / "pkg", tmp_path / "other", tmp_path / "top.py", root=tmp_path) == [
+        ["other", "pkg.c", "top"]]
 
 
 def _calls(path: Path) -> list[tuple[str, str, int]]:
