@@ -191,6 +191,22 @@ def test_a_truncated_pdf_gives_what_is_readable_or_a_clear_error(pdfgen, share):
         assert "Ґрунтовні правила" in doc.pages[0].markdown
 
 
+def test_the_first_half_of_a_pdf_whose_page_tree_comes_last_is_damaged_not_pageless(pdfgen):
+    """Issue 50: a leaflet as word processors write it (the page tree after the contents) cut in half, as by an
+    interrupted download: MuPDF rebuilds its cross-references and finds no page. That is a damaged file (it
+    was read as "the PDF has no pages"); a whole file with an empty page tree still has no pages."""
+    body = b"BT /F1 12 Tf 72 720 Td (text) Tj ET\n" * 400
+    whole = pdfgen.write_objects([b"<< /Type /Catalog /Pages 3 0 R >>",
+                                  b"<< /Length %d >>\nstream\n%sendstream" % (len(body), body),
+                                  b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+                                  b"<< /Type /Page /Parent 3 0 R /MediaBox [0 0 595 842] /Contents 2 0 R >>"])
+    assert pymupdf.open(stream=whole, filetype="pdf").page_count == 1
+    with pytest.raises(IngestError, match=r"^cut.pdf: the PDF is damaged \(truncated or corrupt\)$"):
+        ingest.open_pdf(whole[: len(whole) // 2], "cut.pdf")
+    with pytest.raises(IngestError, match="^empty.pdf: the PDF has no pages$"):
+        ingest.open_pdf(pdfgen.no_pages_pdf(), "empty.pdf")
+
+
 def test_pages_of_absurd_size_never_make_giant_pictures(pdfgen, monkeypatch):
     sizes = []
     get_pixmap = pymupdf.Page.get_pixmap

@@ -174,6 +174,8 @@ def open_pdf(data: bytes, name: str) -> pymupdf.Document:
         raise IngestError(f"{name}: the PDF is damaged and cannot be read ({reason})") from None
     if doc.needs_pass or doc.is_encrypted:
         raise IngestError(f"{name}: the PDF is password-protected")
+    if n_pages == 0 and doc.is_repaired:  # MuPDF rebuilt its cross-references and found no page: cut short
+        raise IngestError(f"{name}: the PDF is damaged (truncated or corrupt)")
     if n_pages == 0:
         raise IngestError(f"{name}: the PDF has no pages")
     return doc
