@@ -4,8 +4,15 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+# A word: letters and digits, never "_" (pymupdf4llm writes italics as "_Дорослим:_": with "_" in a word every
+# italic word was a term of its own, invisible to BM25 and to the flag). Markdown's other marks (**, `, |, #, >)
+# are not word characters; a link's target is dropped ("[text](https://…)" counts as its text), a soft hyphen
+# removed and a word hyphenated across a line break joined ("випус-\nку" → "випуску").
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _APOS = re.compile(r"[’'ʼ`]")
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
+_LINE_HYPHEN = re.compile(r"(?<=[^\W\d_])[-\u00ad]\s*\n\s*(?=[^\W\d_])")
+TOKENIZER_VERSION = 2  # 1: "\w+" (kept "_"); 2: Markdown marks, link targets, line-break hyphens (issue 49)
 
 # Function words that carry no evidence (Ukrainian; BM25's idf handles the rest).
 STOP = set("""і й та а але або чи що як це цей ця ці той та ті в у на до з із зі за від по при про для без над під між
@@ -27,8 +34,17 @@ def _lemma(word: str) -> str:
     return _morph().parse(word)[0].normal_form
 
 
+def plain(text: str) -> str:
+    """Text as its reader sees it, for word matching: link targets dropped, line-break hyphens and soft hyphens
+    removed, apostrophes taken out of words ("п'ять" → "пять")."""
+    text = _LINE_HYPHEN.sub("", _LINK_TARGET.sub("]", text)).replace("\u00ad", "")
+    return _APOS.sub("", text)
+
+
 def words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(_APOS.sub("", text.lower())) if w not in STOP and w != "_"]
+    """A text's words, lower-cased, without function words and free of Markdown marks:
+    ``words("_Дорослим:_ **Жінкам**")`` → ``["дорослим", "жінкам"]``."""
+    return [w for w in _WORD.findall(plain(text.lower())) if w not in STOP]
 
 
 TERM_CHARS = 6  # a content term is its lemma's first characters (see content_terms)

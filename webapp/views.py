@@ -221,12 +221,18 @@ def searched_text(details: dict, n_docs: int) -> str:
     return f"{plural(n_docs, 'document')} of your library, {how}"
 
 
-def absent_text(details: dict) -> str:
-    """Why the library seems not to hold the answer: the question's words no document holds, or a weak match."""
+def not_found_title(n_docs: int) -> str:
+    """"Not found in your documents", or "in this document" when the library holds one."""
+    return "Not found in this document" if n_docs == 1 else "Not found in your documents"
+
+
+def absent_text(details: dict, n_docs: int = 0) -> str:
+    """Why the library seems not to hold the answer: the question's words no document holds (no form of them:
+    ``flag_features``'s ``absent_words``, rarest first), or a weak match."""
     missing = (details.get("flag_features") or {}).get("absent_words") or []
     if missing:
-        return (f"the question's words {md_escape(', '.join(f'«{w}»' for w in missing), 300)} occur in no "
-                "document here")
+        where = "nowhere in this document" if n_docs == 1 else "in no document here"
+        return f"the question's words {md_escape(', '.join(f'«{w}»' for w in missing), 300)} occur {where}"
     return "the closest passages match the question weakly"
 
 
@@ -235,8 +241,9 @@ def not_found_markdown(q: Question, a: Answer, titles: dict[str, str] | None = N
     pick is named below as a guess from passages that do not seem to hold the answer, never as the result."""
     i = LETTERS.index(a.letter)
     p = a.probabilities.get(a.letter, 0.0)
-    lines = ["## Not found in your documents", f"No answer is given: {absent_text(a.details)}.  ",
-             f"Searched: {searched_text(a.details, len(titles or {}) or 1)}.", "",
+    n_docs = len(titles or {}) or 1
+    lines = [f"## {not_found_title(n_docs)}", f"No answer is given: {absent_text(a.details, n_docs)}.  ",
+             f"Searched: {searched_text(a.details, n_docs)}.", "",
              f"*Not an answer:* the option the model leaned to over the closest passages was {a.letter}) "
              f"{md_escape(q.options[i], 200)} ({p:.0%}); the passages it read are shown below for checking."]
     if a.details.get("lexical_only_docs"):
@@ -357,7 +364,7 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
     if fa.abstained:
         why = "; ".join(fa.reasons) or "the passages do not hold an answer"
         read = "found" if fa.details.get("not_in_documents") else "it read"  # the flag abstains before reading
-        return (f"## Not found in your documents\nNo answer was given: {md_escape(why, 400)}.  \n"
+        return (f"## {not_found_title(len(titles or {}))}\nNo answer was given: {md_escape(why, 400)}.  \n"
                 f"The closest passages {read} are shown (they are **not** an answer).")
     lines = ["## Answer", f"**{md_escape(fa.text, 600)}**  ", grounding_text(fa.grounding), ""]
     if fa.forced:

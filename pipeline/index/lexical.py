@@ -99,3 +99,10 @@ class LexicalIndex:
             for h in sorted(listed - set(self._per_doc)):
                 self._add(h)
             return dict(self._df), self._n
+
+    def doc_terms(self, doc_hash: str) -> frozenset[str]:
+        """The content terms one listed document holds (empty for one not listed)."""
+        self.doc_freq()  # counts documents listed since the last call
+        with self._df_lock:
+            counts = self._per_doc.get(doc_hash)
+            return frozenset(counts[0]) if counts else frozenset()

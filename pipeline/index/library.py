@@ -220,6 +220,10 @@ class Library:
         """How many chunks hold each content term, and how many chunks there are (``LexicalIndex.doc_freq``)."""
         return self.lexical.doc_freq()
 
+    def doc_terms(self, doc_hash: str) -> frozenset[str]:
+        """The content terms a document holds (``LexicalIndex.doc_terms``)."""
+        return self.lexical.doc_terms(doc_hash)
+
     def page(self, doc_hash: str, number: int) -> Page | None:
         return self.store.page(doc_hash, number)
 
