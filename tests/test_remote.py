@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
+from pipeline.backends.answer_path import answer_gguf
 from pipeline.backends.e5 import E5Embedder
 from pipeline.backends.remote import RemoteAnswerer, RemoteEmbedder, RemoteReranker
-from pipeline.backends.shipped import answer_gguf
 from pipeline.backends.vocab import qwen_vocab
 from pipeline.errors import BackendError, BackendUnsupported
 from pipeline.answering.freeform import ANSWERABLE_TAIL, GEN_TAIL, FreeReader, verify_tail
@@ -43,8 +43,8 @@ def served_model():
 
 @pytest.fixture(scope="module")
 def llama_server():
-    """The server over the very file the in-process model loads (``answer_format``: BF16 where the CPU has
-    AVX512_BF16, else the shipped Q4_K_M), so the two are compared on the same weights."""
+    """The server over the very file the in-process model loads (the measured answer path's format,
+    ``answer_path``), so the two are compared on the same weights."""
     port = free_port()
     cmd = [sys.executable, "-m", "pipeline.backends.llama_server", "--model", str(served_model()), "--n_ctx", "4096",
            "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)]

@@ -104,8 +104,9 @@ def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Sett
     if s.answer.scorer == "listed" and s.answer.listed_support_weight:
         from .calibration import with_support
 
-        return with_support(answerer.score(q, chosen, scorer=s.answer.scorer), q, chosen, s.answer.listed_support_weight,
-                            s.answer.listed_temperature)
+        by_path = s.answer.listed_temperature_by_path  # the answer path's own fit, where one was made
+        t = float(by_path.get(getattr(answerer, "answer_path", ""), s.answer.listed_temperature))
+        return with_support(answerer.score(q, chosen, scorer=s.answer.scorer), q, chosen, s.answer.listed_support_weight, t)
     if s.answer.scorer != "calibrated":
         return answerer.score(q, chosen, scorer=s.answer.scorer)
     if not getattr(answerer, "per_option_features", False):

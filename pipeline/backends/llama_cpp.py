@@ -58,25 +58,27 @@ def picked_log_probs(logits: np.ndarray, picks: list[int]) -> list[float]:
 
 def amx_reported() -> bool:
     """Whether the CPU says it has AMX tiles (Linux ``/proc/cpuinfo``)."""
-    info = Path("/proc/cpuinfo")
-    return info.exists() and "amx_tile" in info.read_text(errors="replace")
+    from .answer_path import amx_cpu
+
+    return amx_cpu()
 
 
 def amx_built() -> bool:
     """Whether this llama.cpp build has AMX code (``GGML_NATIVE`` on a CPU that reports AMX)."""
-    import llama_cpp
+    from .answer_path import amx_build
 
-    return "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace")
+    return amx_build()
 
 
 def use_extra_buffers(setting: str = "auto") -> bool:
-    """Whether llama.cpp may put weights in its extra CPU buffers (AMX tiles, repacked layouts).
+    """Whether llama.cpp may put weights in its extra CPU buffers (AMX tiles, repacked layouts), where no
+    measured answer path says (``llama_server``; the answerer takes the measured path's, ``answer_path``).
 
-    A llama.cpp built with AMX code on a CPU that reports AMX runs its matrix products on AMX tiles;
-    in a virtual machine that does not carry the tile state (seen here: Firecracker) the first decode
-    dies with a segmentation fault. ``auto`` keeps the extra buffers off only for such a build on such
-    a CPU (``scripts/setup.sh`` builds without AMX, so the repacked layouts, faster for prompts, stay
-    on); ``on``/``off`` force it (``PDFQA_LLAMA_EXTRA_BUFFERS``).
+    A llama.cpp built with AMX code on a CPU that reports AMX runs its matrix products on AMX tiles; built by
+    GCC 12, whose ``_tile_loadconfig`` tells the compiler it reads 8 bytes of the tile configuration, the rest of
+    the configuration is optimised away and the first decode dies with SIGILL (seen: Intel Xeon, Firecracker).
+    ``auto`` keeps the extra buffers off only for such a build on such a CPU; ``on``/``off`` force it
+    (``PDFQA_LLAMA_EXTRA_BUFFERS``).
     """
     return {"on": True, "off": False}.get(setting, not (amx_reported() and amx_built()))
 
@@ -118,16 +120,21 @@ class LlamaCppAnswerer(Answerer):
 
     per_option_features = True  # the calibrated scorer's weights were fitted on this backend's features
 
-    def __init__(self, model_path: str, settings: Settings, model_format: str = "", why: str = ""):
+    def __init__(self, model_path: str, settings: Settings, model_format: str = "", why: str = "",
+                 extra: bool | None = None):
         import llama_cpp
 
         self.settings = settings
         self.model_path = model_path
-        self.model_format, self.format_why = model_format, why  # shipped.answer_gguf's choice (the about line)
+        self.model_format, self.format_why = model_format, why  # answer_path's choice (the about line)
+        # llama.cpp's extra weight buffers: the measured path's, else as llama_extra_buffers says
+        self.extra = use_extra_buffers(settings.answer.llama_extra_buffers) if extra is None else extra
+        # the answer path's name (answer_path.AnswerPath): calibration is looked up by it (listed_temperature_by_path)
+        self.answer_path = f"{model_format or 'q4_k_m'}/{'extra' if self.extra else 'plain'}"
         self._batched = settings.answer.llama_batch_continuations
         self._prior: LlamaCppAnswerer | None = None  # a second context for prompts without passages (listed)
         threads = settings.answer.n_threads or os.cpu_count() or 1
-        with llama_defaults(use_extra_buffers(settings.answer.llama_extra_buffers), SEQUENCES if self._batched else 1):
+        with llama_defaults(self.extra, SEQUENCES if self._batched else 1):
             self.llm = llama_cpp.Llama(model_path, n_ctx=settings.answer.n_ctx, n_threads=threads,
                                        n_threads_batch=threads, n_batch=512, flash_attn=settings.answer.llama_flash_attn,
                                        verbose=False)
@@ -141,11 +148,14 @@ class LlamaCppAnswerer(Answerer):
 
     @classmethod
     def from_settings(cls, settings: Settings, shared=None) -> "LlamaCppAnswerer":
-        from .shipped import answer_gguf
+        from .answer_path import answer_path
+        from .shipped import format_file
 
-        path, fmt, why = answer_gguf(settings.answer.answer_format)
-        log.info("answer model: %s, %s (%s)", path.name, fmt.upper(), why)
-        return cls(str(path), settings, fmt, why)
+        c = answer_path(settings)  # measured once per machine and build (in child processes), then read
+        path = format_file(c["format"])
+        log.info("answer model: %s, %s, extra buffers %s (%s)", path.name, c["format"].upper(),
+                 "on" if c["extra"] else "off", c["why"])
+        return cls(str(path), settings, c["format"], c["why"], extra=c["extra"])
 
     def _tok(self, text: str, special: bool = False) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=special)
@@ -298,7 +308,7 @@ class LlamaCppAnswerer(Answerer):
         """:meth:`_option_values` after the question and the listed options without passages, in a second
         context of the same model (weights shared by mmap), so the passages' cache here is kept."""
         if self._prior is None:
-            self._prior = LlamaCppAnswerer(self.model_path, self.settings)
+            self._prior = LlamaCppAnswerer(self.model_path, self.settings, extra=self.extra)
         p = self._prior
         with p._lock:
             return p._option_values(p._tok(neutral_prompt(q, listed=True), special=True), q)

@@ -24,7 +24,7 @@ import threading
 from ..errors import BackendUnavailable
 from ..settings import Settings
 from .base import Answerer, Embedder, Reranker
-from .shipped import answer_model_note  # noqa: F401 - what answers, for the stages' records
+from .answer_path import answer_model_note  # noqa: F401 - what answers, for the stages' records
 
 BACKENDS: dict[str, dict[str, tuple[str, str]]] = {
     "embedder": {"e5": ("pipeline.backends.e5", "E5Embedder"),

@@ -67,8 +67,10 @@ def shipped_gguf(spec: dict = QWEN_1_5B) -> Path:
     return out
 
 
-# ---- the answer model's format: the shipped Q4_K_M, or BF16 converted from it once (bench/answer_speed.md) ----
-FORMATS = ("q4_k_m", "bf16")
+# ---- the answer model's formats: the shipped Q4_K_M, or one converted from it once by llama.cpp's own quantizer ----
+# (which one answers is measured on the machine: pipeline.backends.answer_path)
+FORMATS = ("q4_k_m", "q8_0", "bf16")
+_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "bf16": "LLAMA_FTYPE_MOSTLY_BF16"}
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -81,68 +83,69 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     return set()
 
 
-def built_with_bf16() -> bool:
-    """Whether this llama.cpp build has its AVX512_BF16 code (``GGML_NATIVE`` on such a CPU, as setup builds)."""
-    import llama_cpp
-
-    return "AVX512_BF16 = 1" in llama_cpp.llama_print_system_info().decode(errors="replace")
+def _converted_path(src: Path, fmt: str) -> Path:
+    return src.with_name(src.name.replace("q4_k_m", fmt) if "q4_k_m" in src.name else f"{src.stem}-{fmt}.gguf")
 
 
-def choose_format(setting: str = "auto", flags: set[str] | None = None, built: bool | None = None) -> tuple[str, str]:
-    """The answer model's format and why: ``auto`` takes BF16 where the CPU has AVX512_BF16 and llama.cpp was
-    built with it (BF16 prompts are faster there, slower than Q4_K_M without it), else the shipped Q4_K_M; a named
-    format is taken as it is (``PDFQA_ANSWER_FORMAT``)."""
-    if setting != "auto":
-        if setting not in FORMATS:
-            raise ValueError(f"answer_format={setting!r}; known: auto, {', '.join(FORMATS)}")
-        return setting, "set by answer_format"
-    if "avx512_bf16" not in (cpu_flags() if flags is None else flags):
-        return "q4_k_m", "auto: the CPU has no AVX512_BF16"
-    if not (built_with_bf16() if built is None else built):
-        return "q4_k_m", "auto: llama.cpp was built without AVX512_BF16"
-    return "bf16", "auto: the CPU and llama.cpp have AVX512_BF16"
+def _stamp(src: Path) -> str:
+    return f"{src.name} {src.stat().st_size} {int(src.stat().st_mtime)}"
 
 
-def converted_bf16(src: Path, threads: int = 0) -> Path:
-    """BF16 GGUF converted (once, by llama.cpp's own quantizer) from the shipped Q4_K_M ``src``; kept beside it
-    in the model cache with a note of the source it came from, so a changed source is converted again."""
+def converted(src: Path, fmt: str, threads: int = 0) -> Path:
+    """``src`` (the shipped Q4_K_M) converted once to ``fmt`` (``q8_0``, ``bf16``) by llama.cpp's own quantizer;
+    kept beside it in the model cache with a note of the source it came from, so a changed source is converted
+    again. From Q4_K_M this requantizes: Q4_K_M → f32 → the format, the shipped weights in another layout (BF16
+    holds them almost exactly; Q8_0 rounds each block of 32 to 8 bits again), not new ones."""
     import ctypes
 
     import llama_cpp
     from llama_cpp._utils import suppress_stdout_stderr
 
-    out = src.with_name(src.name.replace("q4_k_m", "bf16") if "q4_k_m" in src.name else src.stem + "-bf16.gguf")
+    if fmt not in _FTYPES:
+        raise ValueError(f"no conversion to {fmt!r}; known: {', '.join(_FTYPES)}")
+    out = _converted_path(src, fmt)
     note = out.with_suffix(".from")
-    stamp = f"{src.name} {src.stat().st_size} {int(src.stat().st_mtime)}"
-    if out.exists() and note.exists() and note.read_text().split("\n")[0] == stamp:
+    if out.exists() and note.exists() and note.read_text().split("\n")[0] == _stamp(src):
         return out
+    for old in out.parent.glob(out.with_suffix(".tmp*").name):  # a conversion cut short (its process is gone)
+        pid = old.suffix[len(".tmp"):]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            old.unlink(missing_ok=True)
     tmp = out.with_suffix(f".tmp{os.getpid()}")
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_BF16
-    params.allow_requantize = True  # Q4_K_M → f32 → BF16: the shipped weights, not new ones
+    params.ftype = getattr(llama_cpp, _FTYPES[fmt])
+    params.allow_requantize = True
     params.nthread = threads or os.cpu_count() or 1
     with suppress_stdout_stderr():  # llama.cpp prints a line per tensor
         rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
     if rc != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)
-        raise ModelMissing(f"converting {src.name} to BF16 failed (llama_model_quantize returned {rc})")
+        raise ModelMissing(f"converting {src.name} to {fmt.upper()} failed (llama_model_quantize returned {rc})")
     os.replace(tmp, out)
-    note.write_text(stamp + "\n")
+    note.write_text(_stamp(src) + "\n")
     return out
 
 
-def answer_gguf(setting: str = "auto") -> tuple[Path, str, str]:
-    """The answer model file for ``answer_format`` ``setting``: (path, format, why)."""
-    fmt, why = choose_format(setting)
+def converted_bf16(src: Path, threads: int = 0) -> Path:
+    return converted(src, "bf16", threads)
+
+
+def format_file(fmt: str) -> Path:
+    """The answer model's file in format ``fmt``: the shipped one, or converted from it (once)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"answer_format={fmt!r}; known: auto, {', '.join(FORMATS)}")
     src = shipped_gguf()
-    return (converted_bf16(src) if fmt == "bf16" else src), fmt, why
+    return src if fmt == "q4_k_m" else converted(src, fmt)
 
 
-def answer_model_note(settings) -> dict:
-    """What answers, for people and records (the app's about line, metrics.json): the llama.cpp model's file and
-    format (the choice is made without loading it), or the configured model."""
-    if settings.answer.answerer != "llama-cpp":
-        return {"backend": settings.answer.answerer, "model": settings.roles.answer_model}
-    fmt, why = choose_format(settings.answer.answer_format)
-    name = QWEN_1_5B["name"].replace("q4_k_m", fmt)
-    return {"backend": "llama-cpp", "model": name, "format": fmt, "why": why}
+def format_ready(fmt: str) -> bool:
+    """Whether ``fmt``'s file is there already (nothing assembled or converted to find out)."""
+    src = cache_dir() / QWEN_1_5B["name"]
+    if not src.exists():
+        return False
+    if fmt == "q4_k_m":
+        return True
+    out = _converted_path(src, fmt)
+    note = out.with_suffix(".from")
+    return out.exists() and note.exists() and note.read_text().split("\n")[0] == _stamp(src)
+
