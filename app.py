@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     s = load_settings(a.profile, data_dir=a.data_dir, shared_library=a.shared_library)
     logging.getLogger("app").info("libraries and runs in %s", s.data_dir.resolve())
     models = Models(s)
-    demo = build_app(s, models=models).demo
+    built = build_app(s, models=models)
+    demo = built.demo
     if not a.no_warmup:  # load the models in the background: the page is served meanwhile
         threading.Thread(target=models.load, daemon=True, name="warmup").start()
     demo.queue(default_concurrency_limit=4, max_size=256)
@@ -68,7 +69,9 @@ def main(argv: list[str] | None = None) -> None:
                     footer_links=["gradio"],
                     max_file_size=int(s.limits.max_upload_mb * 2**20),  # Gradio refuses bigger uploads before they land
                     # Gradio keeps every page session's state (~0.1 MB) until this many are held, then drops the oldest
-                    state_session_capacity=s.web.max_page_sessions)
+                    state_session_capacity=s.web.max_page_sessions,
+                    # a visitor's files to that visitor's browser only (webapp/files.py); file I/O in this process
+                    app_kwargs={"middleware": [built.file_guard()]}, num_workers=0)
     finally:
         models.close()
 

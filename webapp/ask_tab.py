@@ -23,7 +23,7 @@ from pipeline.types import LETTERS, Candidate, Question
 from . import runs as R
 from . import views as V
 from .blocks import BlockError, parse_block
-from .common import NO_SESSION, Context, bind, df, handled, message, need_sid, user_error
+from .common import NO_SESSION, QUIET, Context, bind, df, handled, message, need_sid, user_error
 from .line import served
 from .sessions import valid_session_id
 
@@ -229,8 +229,13 @@ def on_edit(ui: AskTab, shown_q, question, *options):
                       f"(«{V.md_escape(shown_q[0], 90)}»). Press Answer for this one."}
 
 
+def seconds_text(seconds: float) -> str:
+    """Whole seconds, never "-0 s" (two clock readings a moment apart can differ by a tiny negative)."""
+    return f"{max(0.0, seconds):.0f} s"
+
+
 def _answered(ui: AskTab, t_click, found: bool = True) -> dict:
-    took = f"{time.time() - float(t_click or time.time()):.0f} s"
+    took = seconds_text(time.time() - float(t_click))
     return {ui.status: f"Answered in {took}." if found else f"Searched in {took}: not found in your documents."}
 
 
@@ -269,18 +274,20 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
             yield {ui.status: reading.format(k=first)}
 
 
-def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, runs_dir=None):
-    """A six-option question: search, score the options, draw the evidence (yielding the status as it goes)."""
+def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, sid: str):
+    """A six-option question: search, score the options, draw the evidence (yielding the status as it goes); the
+    pictures are the visitor's files (``ctx.files``)."""
     yield {ui.status: "Retrieving passages…"}
     a = yield from asking(ui, pipe, q, f"Reading {{k}} and scoring {sum(1 for o in q.options if o)} options…")
     yield {ui.status: "Drawing the evidence…"}
     titles = V.titles_of(pipe.library)
     refs = V.candidate_refs(q, a, titles)
     top = refs[0] if refs else {}
-    img = V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page)
+    img = ctx.files.image(sid, V.picture(pipe.library, top.get("chunk_id"), a.doc_hash, a.page), a.doc_hash)
     crop, why = _evidence_views(ctx, pipe, q, a, top)
+    crop = ctx.files.image(sid, crop, a.doc_hash)
     scorer, found = ctx.settings.answer.scorer, not V.not_in_documents(a)
-    held = R.held_text(runs_dir, a.probabilities.get(a.letter, 0.0)) if runs_dir and found else ""
+    held = R.held_text(ctx.store.runs_dir(sid), a.probabilities.get(a.letter, 0.0)) if found else ""
     crop_label, page_label = (CROP_LABEL, PAGE_LABEL) if found else (CLOSEST_LABEL, CLOSEST_LABEL)
     if not found:  # no answer: the lines are what the model leaned on, not why an answer is right
         why = why.replace("**Why this answer**", "**What the model leaned on (not an answer)**", 1)
@@ -295,7 +302,7 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
                       "probabilities": a.probabilities}}
 
 
-def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
+def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, sid: str):
     """A question without options: a short answer grounded in the passages, or "not found" (then the passage
     shown is labelled the closest one, not the answer's support)."""
     yield {ui.status: "No options: finding a short answer — retrieving passages…"}
@@ -307,9 +314,11 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
     at = fa.evidence_chunk or (fa.closest[0] if fa.closest else None)
     img = crop = None
     if at is not None:
-        img = V.picture(pipe.library, at.chunk.chunk_id, at.chunk.doc_hash, fa.page)
+        img = ctx.files.image(sid, V.picture(pipe.library, at.chunk.chunk_id, at.chunk.doc_hash, fa.page),
+                              at.chunk.doc_hash)
         try:
-            crop = evidence_for(pipe.library, at.chunk, q.text, fa.text, fa.page).crop
+            crop = ctx.files.image(sid, evidence_for(pipe.library, at.chunk, q.text, fa.text, fa.page).crop,
+                                   at.chunk.doc_hash)
         except (ValueError, FileNotFoundError) as e:
             log.info("evidence not shown: %s", e)
     crop_label, page_label = (CLOSEST_LABEL, CLOSEST_LABEL) if fa.abstained else (CROP_LABEL, PAGE_LABEL)
@@ -323,7 +332,8 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float):
 
 @served
 def on_ask(ctx: Context, ui: AskTab, sid, t_click, question, *options):
-    wait = max(0.0, time.time() - float(t_click or time.time()))
+    t_click = float(t_click or 0.0) or time.time()  # no click time (an API call): timed from here
+    wait = max(0.0, time.time() - t_click)
     q = Question("ui", (question or "").strip(), [(o or "").strip() for o in options])
     if not valid_session_id(sid):  # the page's state was dropped (or the API was called without a page)
         gr.Warning(html.escape(NO_SESSION))
@@ -332,9 +342,9 @@ def on_ask(ctx: Context, ui: AskTab, sid, t_click, question, *options):
     try:
         with ctx.store.open(sid) as pipe:
             if any(q.options):
-                yield from ask_options(ctx, ui, pipe, q, t_click, wait, ctx.store.runs_dir(sid))
+                yield from ask_options(ctx, ui, pipe, q, t_click, wait, sid)
             else:
-                yield from ask_free(ctx, ui, pipe, q, t_click, wait)
+                yield from ask_free(ctx, ui, pipe, q, t_click, wait, sid)
     except Exception as e:  # the message where the answer would be (and as a toast); no earlier result beside it
         said = message(e, "answering")
         gr.Warning(html.escape(said))
@@ -375,7 +385,8 @@ def on_candidate(ctx: Context, ui: AskTab, sid, refs, evt: gr.SelectData):
     if ref is None:
         return {ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: ""}
     with ctx.store.open(sid) as pipe:
-        img = V.picture(pipe.library, ref["chunk_id"], ref["doc_hash"], ref["page"])
+        img = ctx.files.image(sid, V.picture(pipe.library, ref["chunk_id"], ref["doc_hash"], ref["page"]),
+                              ref["doc_hash"])
     label = V.doc_label(ref.get("title", ""), ref["doc_name"])
     caption = (f"Candidate {ref['rank']}: {V.md_escape(label)}, page {ref['page']}"
                f" — rerank {ref['scores'].get('rerank', float('nan')):.3f}")
@@ -386,7 +397,7 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
     fields = [ui.question, *ui.options, ui.fill_msg]
     ui.fill_btn.click(bind(on_fill, ui), [ui.block], fields)
     ui.examples.click(bind(on_example, ctx, ui), [ui.examples], fields)
-    quiet = dict(queue=False, show_progress="hidden")
+    quiet = QUIET  # never raise (see common.QUIET); on_validate may refuse, so it is queued
     for field in (ui.question, *ui.options):
         field.change(bind(on_edit, ui), [ui.shown_q, ui.question, *ui.options], [ui.stale], **quiet)
     panes = [ui.answer, ui.probs, ui.crop, ui.page, ui.why, ui.cands, ui.refs, ui.timings, ui.cand_img,

@@ -20,12 +20,20 @@ from pipeline.errors import PdfQaError
 from pipeline.settings import Settings
 from pipeline.types import Question
 
+from .files import Files
 from .line import Line
 from .sessions import SessionStore, valid_session_id
 
 log = logging.getLogger("webapp")
 
 SOMETHING_WRONG = "Something went wrong on our side; it is logged. Try again, or reload the page."
+
+# The options of an event that runs outside the queue (at once, even while the queue is busy). Such an event must
+# never raise: Gradio answers its error with an HTTP 500 whose message the page drops (the page's client passes on
+# the message but not "visible", and without it no toast is shown; tests/test_app.py checks that every event whose
+# handler is :func:`handled` is queued). A handler that may refuse is queued, and says why where the person looks
+# (a toast, or beside the button pressed).
+QUIET = dict(queue=False, show_progress="hidden")
 
 
 @dataclass
@@ -38,9 +46,11 @@ class Context:
     examples: list[Question] = field(default_factory=list)
     model_work: dict = field(default_factory=dict)  # event options that put model work in the one queue
     line: Line = field(default_factory=Line)  # the questions waiting for the model (place and wait, webapp/line.py)
+    files: Files | None = None  # the visitors' page images and downloads (webapp/files.py)
 
     def __post_init__(self):
         self.line.slots = max(1, self.settings.web.model_concurrency)
+        self.files = self.files or Files(self.store)
 
 
 def df(rows: list[list], columns: list[str]) -> pd.DataFrame:
@@ -86,7 +96,8 @@ def bind(fn, *bound):
 
 
 def handled(doing: str):
-    """Decorate a handler: a ``gr.Error`` passes; any other exception becomes one (see :func:`message`)."""
+    """Decorate a handler: a ``gr.Error`` passes; any other exception becomes one (see :func:`message`). The
+    handler is marked as one that raises (``raises_to_page``): its event must be queued (see :data:`QUIET`)."""
     def wrap(fn):
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
@@ -97,6 +108,7 @@ def handled(doing: str):
                     raise
                 except Exception as e:
                     raise user_error(message(e, doing)) from None
+            gen.raises_to_page = True
             return gen
 
         @functools.wraps(fn)
@@ -107,8 +119,18 @@ def handled(doing: str):
                 raise
             except Exception as e:
                 raise user_error(message(e, doing)) from None
+        call.raises_to_page = True
         return call
     return wrap
+
+
+def raises_to_page(fn) -> bool:
+    """Whether ``fn`` (or what it wraps: :func:`bind`, :func:`handled`) may raise an error meant for the page."""
+    while fn is not None:
+        if getattr(fn, "raises_to_page", False):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 NO_SESSION = ("This page has no session yet (still loading) or no longer (open a long time while many others "

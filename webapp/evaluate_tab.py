@@ -8,11 +8,11 @@ stops the run of the page that started it (:class:`RunStops`), never another pag
 """
 from __future__ import annotations
 
+import html
 import json
 import logging
 import secrets
 import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,7 +33,8 @@ from pipeline.types import LETTERS
 from . import pictures as P
 from . import runs as R
 from . import views as V
-from .common import Context, bind, df, handled, message, need_sid, user_error
+from .common import QUIET, Context, bind, df, handled, message, need_sid, user_error
+from .files import UPLOAD_MINUTES, drop_upload
 from .sessions import valid_session_id
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,8 @@ class EvaluateTab:
     run_a: gr.Dropdown
     run_b: gr.Dropdown
     open_btn: gr.Button
+    delete_btn: gr.Button
+    delete_ok: gr.Textbox
     compare_btn: gr.Button
     compare_md: gr.Markdown
     compare_pics: gr.HTML
@@ -236,6 +239,8 @@ def _compare_views() -> dict:
         with gr.Column():
             got["open_btn"] = gr.Button("Open the after run", elem_id="open-run")
             got["compare_btn"] = gr.Button("Compare before → after", elem_id="compare")
+            got["delete_btn"] = gr.Button("Delete the after run", elem_id="delete-run", variant="stop", size="sm")
+    got["delete_ok"] = gr.Textbox(visible=False)  # the answer to "Delete this run?": "yes" or "no"
     got["compare_md"] = gr.Markdown(elem_id="compare-summary", latex_delimiters=[])
     got["compare_pics"] = gr.HTML(elem_id="compare-pictures", js_on_load=None)
     got["deltas"] = gr.Dataframe(df([], DELTA_COLUMNS), label="Score changes", interactive=False, elem_id="deltas")
@@ -255,12 +260,6 @@ def runs_choices(ctx: Context, ui: EvaluateTab, sid: str) -> dict:
     names = R.list_runs(ctx.store.runs_dir(sid))
     return {ui.run_a: gr.update(choices=names, value=names[1] if len(names) > 1 else (names[0] if names else None)),
             ui.run_b: gr.update(choices=names, value=names[0] if names else None)}
-
-
-def _download_copy(path: Path) -> str:
-    """A copy of a run's file in a fresh temp folder (what Gradio then serves)."""
-    d = Path(tempfile.mkdtemp(prefix="pdfqa-dl-"))
-    return str(shutil.copy(path, d / path.name))
 
 
 def _missing_note(ctx: Context, sid, questions: list) -> str:
@@ -303,8 +302,8 @@ def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
             ui.score_plot: V.metrics_frame(run["metrics"]),
             ui.kind: gr.update(choices=kind_choices(run["traces"], skipped), value=M.ALL),
             ui.qtable: df(R.question_rows(run["traces"], run["questions"], titles), QUESTION_HEADERS), ui.shown: name,
-            ui.sub_dl: gr.update(value=_download_copy(d / "submission.csv"), interactive=True),
-            ui.trace_dl: gr.update(value=_download_copy(d / "trace.jsonl"), interactive=True),
+            ui.sub_dl: gr.update(value=ctx.files.download(sid, name, d / "submission.csv"), interactive=True),
+            ui.trace_dl: gr.update(value=ctx.files.download(sid, name, d / "trace.jsonl"), interactive=True),
             ui.reliability: reliability, ui.losses: losses, ui.lost_stage: gr.update(value=""),
             ui.lost_doc: gr.update(choices=[("any document", ""), *docs], value="")}
 
@@ -319,11 +318,18 @@ def _titles(ctx: Context, sid) -> dict[str, str]:
 
 
 def read_csv(ctx: Context, csv_file) -> tuple[list, list, bool]:
-    """(questions, problems, free): a CSV without option columns holds free-form questions."""
+    """(questions, problems, free): a CSV without option columns holds free-form questions. The upload is
+    deleted once read (the run keeps what was read)."""
     if not csv_file:
         raise user_error("Upload a questions CSV first.")
     try:
         data = Path(csv_file).read_bytes()
+    except FileNotFoundError:
+        raise user_error("The uploaded CSV is no longer here (an upload is read once, and kept "
+                         f"{UPLOAD_MINUTES} minutes at most): upload it again.") from None
+    finally:
+        drop_upload(csv_file)
+    try:
         free = is_free_form(data)
         read = read_free_questions if free else read_questions
         return (*read(data, max_questions=ctx.settings.limits.max_questions), free)
@@ -340,13 +346,27 @@ def no_trace(ui: EvaluateTab) -> dict:
 
 # ---- a run ---------------------------------------------------------------------------------------
 def on_validate(ctx: Context, ui: EvaluateTab, sid, csv_file):
-    """The fast first step: the CSV read (once: the run takes it from here); a mistake shows a message only."""
-    need_sid(sid)
-    parsed = read_csv(ctx, csv_file)
-    if not ctx.store.exists(sid):
-        log.info("evaluation run: empty library")
-        raise user_error("The library is empty: add the PDFs on the Library tab first.")
-    return {ui.parsed: parsed}
+    """The fast first step: the CSV read (once: the run takes it from here; the upload is deleted and the field
+    emptied). A mistake is said beside Run, and nothing is read (``parsed`` None: :func:`on_go` stops there); it
+    never raises (an error would mark its outputs "Error", or keep an earlier run's ``parsed``)."""
+    read = False
+    try:
+        need_sid(sid)
+        if not ctx.store.exists(sid):  # before the CSV is read: it stays for when the PDFs are in
+            log.info("evaluation run: empty library")
+            raise user_error("The library is empty: add the PDFs on the Library tab first.")
+        read = True
+        return {ui.parsed: read_csv(ctx, csv_file), ui.csv_in: None}
+    except Exception as e:
+        said = html.unescape(str(e.message)) if isinstance(e, gr.Error) else message(e, "reading the questions CSV")
+        return {ui.parsed: None, ui.message: f"⚠ **Not run:** {V.md_escape(said, 600)}",
+                **({ui.csv_in: None} if read and csv_file else {})}
+
+
+def on_go(parsed):
+    """Stops the run's chain after a refusal (said beside Run already: no toast, and no output marked)."""
+    if parsed is None:
+        raise user_error("not run", toast=False)
 
 
 def no_run(ui: EvaluateTab) -> dict:
@@ -481,6 +501,8 @@ def on_question(ctx: Context, ui: EvaluateTab, sid, name, evt: gr.SelectData):
                 pred, pred_label, gold, gold_label = V.trace_pages(pipe.library, rec)
             except (ValueError, FileNotFoundError) as e:
                 log.info("trace pages not shown: %s", e)
+            docs = [V.doc_hash_by_name(pipe.library, d) for d in (rec.get("doc"), (rec.get("gold") or {}).get("doc"))]
+        pred, gold = (ctx.files.image(sid, img, h) for img, h in zip((pred, gold), docs))
     return {ui.q_head: question_head(rec, run["questions"].get(rec["Question_ID"], {}), pred_label, gold_label),
             ui.trace_code: json.dumps(V.trace_for_display(rec), ensure_ascii=False, indent=1),
             ui.pred_img: gr.update(value=pred, label=pred_label), ui.gold_img: gr.update(value=gold, label=gold_label),
@@ -503,14 +525,38 @@ def on_compare(ctx: Context, ui: EvaluateTab, sid, a, b):
             ui.flips: df(rows, FLIP_COLUMNS)}
 
 
+CONFIRM_DELETE = ("(sid, name, _, shown) => [sid, name, (!name || window.confirm('Delete the run ' + name + '? "
+                  "Its results and downloads are deleted.')) ? 'yes' : 'no', shown]")
+
+
+@handled("deleting a run")
+def on_delete_run(ctx: Context, ui: EvaluateTab, sid, name, confirmed, shown):
+    """The run picked as "after" deleted, with its downloads; what showed it is emptied."""
+    need_sid(sid)
+    if confirmed != "yes":  # "Cancel" in the confirmation
+        return gr.skip()  # no change (an empty dict is not read as one by Gradio)
+    if not name:
+        raise user_error("Pick a saved run (After) first.")
+    d = R.run_dir(ctx.store.runs_dir(sid), name)
+    shutil.rmtree(d, ignore_errors=True)
+    ctx.files.drop_run(sid, name)
+    out = {ui.message: f"Deleted run {V.md_escape(name)}.", **runs_choices(ctx, ui, sid), **on_pick(ui)}
+    if shown == name:
+        out.update({**no_run(ui), **no_trace(ui), ui.progress: "",
+                    ui.kind: gr.update(choices=[(k, k) for k in M.KINDS], value=M.ALL)})
+    return out
+
+
 def on_pick(ui: EvaluateTab):
     """A comparison shown is of the runs it names: picking others clears it."""
     return {ui.compare_md: "", ui.compare_pics: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS)}
 
 
 def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
-    quiet = dict(queue=False, show_progress="hidden")
-    ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed], **quiet) \
+    quiet = QUIET  # never raise (see common.QUIET); Run's first step may refuse, so it is queued
+    ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed, ui.message, ui.csv_in],
+                     show_progress="hidden") \
+        .then(on_go, [ui.parsed], None, show_progress="hidden") \
         .success(bind(on_start, ui), [ui.parsed], [ui.progress, ui.token, ui.run_btn, ui.stop_btn, ui.message,
                                                    *ui.trace_parts, *ui.cleared], **quiet) \
         .success(bind(on_run, ctx, ui), [sid, ui.parsed, ui.run_name, ui.check_order, ui.token],
@@ -518,6 +564,9 @@ def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
         .then(bind(on_finish, ui), [ui.token], [ui.run_btn, ui.stop_btn], **quiet)
     ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
     ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
+    ui.delete_btn.click(bind(on_delete_run, ctx, ui), [sid, ui.run_b, ui.delete_ok, ui.shown],
+                        [ui.message, *ui.load_outputs, ui.compare_md, ui.compare_pics, ui.deltas, ui.flips,
+                         *ui.cleared, *ui.trace_parts, ui.progress, ui.kind], js=CONFIRM_DELETE)
     ui.kind.change(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
     for pick in (ui.lost_stage, ui.lost_doc):
         pick.input(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])

@@ -20,6 +20,7 @@ from pipeline.errors import IngestError
 
 from . import views as V
 from .common import Context, bind, df, handled, message, need_sid, user_error
+from .files import drop_upload
 
 # Remove asks first; the answer goes to the hidden "confirmed" box ("yes" or "no")
 CONFIRM_REMOVE = ("(doc, sid, _) => [doc, sid, (!doc || window.confirm('Remove this document from your library? "
@@ -145,8 +146,13 @@ def index_files(ctx: Context, ui: LibraryTab, sid: str, items: list[tuple[str, P
 
 @handled("indexing the upload")
 def on_upload(ctx: Context, ui: LibraryTab, files, sid):
-    need_sid(sid)
-    yield from index_files(ctx, ui, sid, [(Path(f).name, Path(f)) for f in (files or [])])
+    """Index the uploaded files; each is deleted from Gradio's upload folder once read (the library keeps it)."""
+    try:
+        need_sid(sid)
+        yield from index_files(ctx, ui, sid, [(Path(f).name, Path(f)) for f in (files or [])])
+    finally:
+        for f in files or []:
+            drop_upload(f)
 
 
 @handled("indexing the sample corpus")
@@ -169,6 +175,7 @@ def on_remove(ctx: Context, ui: LibraryTab, doc_hash, sid, confirmed="yes"):
     with ctx.store.open(sid) as pipe:
         info = pipe.library.find(doc_hash)
         pipe.library.remove(doc_hash)
+    ctx.files.drop_document(sid, doc_hash)  # its page images shown in Ask and Evaluate
     said = f"Removed {V.md_escape(info.name)}." if info else "That document was already gone."
     return {ui.message: said, **library_views(ctx, ui, sid)}
 

@@ -5,14 +5,20 @@ Layout under ``data_dir``::
     sessions/<32 hex>/library/   one visitor's library (pipeline.index.Library)
     sessions/<32 hex>/runs/<name>/   that visitor's saved evaluation runs
     sessions/<32 hex>/.last_used     touched on every use (its mtime is the age)
+    files/<32 hex>/                  the files shown to or downloaded by that visitor (page images, a run's
+                                     downloads), named by the library's files key (:meth:`SessionStore.files_key`,
+                                     never the id itself: a file's URL carries it), deleted with the library
     library/, runs/                  the shared library (``shared=True``), as ``python -m pipeline.evaluate`` uses
 
-A session id is a random 128-bit token kept in the browser (localStorage), so a
-visitor finds their library again after a reload or an app restart. An id
-that is not 32 lowercase hex digits is never turned into a path.
+A session id is a token the server issues (:meth:`SessionStore.new_id`: 64 random bits and 64 bits of an HMAC
+under the server's secret, 32 hex digits) kept in the browser (localStorage), so a visitor finds their library
+again after a reload or an app restart. An id the server did not issue (its HMAC wrong) is never made a library
+(:meth:`SessionStore.issued`), and one that is not 32 lowercase hex digits is never turned into a path.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import re
 import secrets
@@ -30,8 +36,14 @@ _ID = re.compile(r"[0-9a-f]{32}")
 SHARED = "shared"
 
 
-def new_session_id() -> str:
-    return secrets.token_hex(16)
+def new_session_id(secret: str = "") -> str:
+    """A random id sealed with ``secret``: 16 random hex digits and the first 16 of their HMAC."""
+    rand = secrets.token_hex(8)
+    return rand + _mac(secret, "id", rand)[:16]
+
+
+def _mac(secret: str, purpose: str, value: str) -> str:
+    return hmac.new(secret.encode(), f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
 
 
 def valid_session_id(sid: object) -> bool:
@@ -48,9 +60,11 @@ class SessionStore:
 
     def __init__(self, data_dir: Path | str, opener: Callable[[Path], object], *, shared: bool = False,
                  max_sessions: int = 200, max_age_s: float = 7 * 86400, max_open: int = 8,
-                 closer: Callable[[object], None] | None = None):
+                 closer: Callable[[object], None] | None = None, secret: str = ""):
         self.data_dir = Path(data_dir)
         self.sessions_dir = self.data_dir / "sessions"
+        self.files_root = self.data_dir / "files"
+        self.secret = secret
         self.opener = opener
         self.closer = closer or (lambda pipe: getattr(pipe, "library", pipe).close())  # Library.close
         self.shared = shared
@@ -67,6 +81,30 @@ class SessionStore:
         if not valid_session_id(sid):
             raise ValueError("no valid session: reload the page")
         return sid
+
+    def new_id(self) -> str:
+        """A fresh session id, issued by this server (sealed with its secret)."""
+        return new_session_id(self.secret)
+
+    def issued(self, sid: object) -> bool:
+        """Whether ``sid`` is an id this server issued: its HMAC holds, or it names a library already on disk
+        (made before ids were sealed). Any other 32-hex value a client picks never becomes a library."""
+        if not valid_session_id(sid):
+            return False
+        good = hmac.compare_digest(sid[16:], _mac(self.secret, "id", sid[:16])[:16])
+        return good or (self.sessions_dir / sid).is_dir()
+
+    def files_key(self, sid: str) -> str:
+        """The name of the library's files folder (in its files' URLs): derived from the id, which it does not
+        reveal."""
+        return _mac(self.secret, "files", self.key(sid))[:32]  # the shared library's: of SHARED
+
+    def reader_token(self, files_key: str) -> str:
+        """What the browser of the library with ``files_key`` holds (a cookie) to be served its files."""
+        return _mac(self.secret, "reader", files_key)[:32]
+
+    def files_dir(self, sid: str) -> Path:
+        return self.files_root / self.files_key(sid)
 
     def session_dir(self, sid: str) -> Path:
         k = self.key(sid)
@@ -161,6 +199,7 @@ class SessionStore:
             too_many = i >= self.max_sessions
             if (too_old or too_many) and d.name not in busy:
                 self.forget(d.name)
+                shutil.rmtree(self.files_root / _mac(self.secret, "files", d.name)[:32], ignore_errors=True)
                 shutil.rmtree(d, ignore_errors=True)
                 removed.append(d.name)
         if removed:

@@ -25,7 +25,8 @@ from pipeline.types import Question
 
 from . import ask_tab, evaluate_tab, library_tab
 from .common import Context, bind
-from .sessions import SessionStore, new_session_id, valid_session_id
+from .files import SET_READER_JS, UPLOAD_MINUTES, FileGuard
+from .sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -74,21 +75,29 @@ class App:
     demo: gr.Blocks
     store: SessionStore
 
+    def file_guard(self):
+        """The middleware that serves a visitor's files to that visitor only (``launch(app_kwargs=...)``)."""
+        from starlette.middleware import Middleware
+
+        return Middleware(FileGuard, store=self.store)
+
 
 @dataclass
 class _Page:
     stored: gr.BrowserState
     sid: gr.State
+    reader: gr.Textbox  # the token that lets this browser be served its library's files (a cookie: webapp/files.py)
     library: library_tab.LibraryTab
     ask: ask_tab.AskTab
     evaluate: evaluate_tab.EvaluateTab
 
 
 def on_load(ctx: Context, page: _Page, stored):
-    """The visitor's session id (kept in the browser), their documents and their saved runs."""
-    sid = stored if valid_session_id(stored) else new_session_id()
-    return {page.stored: sid, page.sid: sid, **library_tab.library_views(ctx, page.library, sid),
-            **evaluate_tab.runs_choices(ctx, page.evaluate, sid)}
+    """The visitor's session id (kept in the browser; a fresh one issued unless this server issued the one kept),
+    the token for their files, their documents and their saved runs."""
+    sid = stored if ctx.store.issued(stored) else ctx.store.new_id()
+    return {page.stored: sid, page.sid: sid, page.reader: ctx.store.reader_token(ctx.store.files_key(sid)),
+            **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid)}
 
 
 def on_ask_page(ctx: Context, page: _Page, sid):
@@ -102,9 +111,12 @@ def about_model(settings) -> str:
 
 
 def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
-    with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(3600, 6 * 3600)) as demo:
+    # uploads are deleted once read; one never read (a CSV left unrun) goes within UPLOAD_MINUTES (and a half)
+    age = UPLOAD_MINUTES * 60
+    with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(age // 2, age)) as demo:
         stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=browser_secret(data_dir))
         sid = gr.State("")
+        reader = gr.Textbox(visible=False)
         gr.Markdown("# PDF QA\nAnswers six-option (A–F) questions — or plain questions, with a short answer or "
                     "\"not found\" — from your PDFs, names the document and page, and shows the evidence."
                     + (" *Shared library: everyone sees the same documents.*" if ctx.store.shared
@@ -116,7 +128,7 @@ def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
                 ask = ask_tab.layout(ctx)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluation = evaluate_tab.layout(ctx)
-    return demo, _Page(stored, sid, library, ask, evaluation), ask_page
+    return demo, _Page(stored, sid, reader, library, ask, evaluation), ask_page
 
 
 def build_app(settings: Settings, *, models: Models | None = None, sample_dir: Path | str = "assets/sample",
@@ -128,8 +140,10 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
     # uploads return once a document is searchable (BM25); its vectors are added in the background
     store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models, background=True),
                          shared=settings.web.shared_library, max_sessions=settings.web.max_sessions,
-                         max_age_s=settings.web.session_days * 86400, max_open=max_open)
+                         max_age_s=settings.web.session_days * 86400, max_open=max_open,
+                         secret=browser_secret(data_dir))
     store.cleanup()
+    gr.set_static_paths([store.files_root])  # served from there (no copy in Gradio's cache), to their owner only
     ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
                   dict(concurrency_limit=settings.web.model_concurrency, concurrency_id="model"))
     demo, page, ask_page = _layout(ctx, data_dir)
@@ -138,7 +152,9 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
         ask_tab.wire(ctx, page.ask, page.sid)
         evaluate_tab.wire(ctx, page.evaluate, page.sid)
         demo.load(bind(on_load, ctx, page), [page.stored],
-                  [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs], api_name="on_load")
+                  [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs, page.reader],
+                  api_name="on_load") \
+            .then(None, [page.reader], None, js=SET_READER_JS)
         ask_page.select(bind(on_ask_page, ctx, page), [page.sid], [page.ask.examples], queue=False,
                         show_progress="hidden")
     return App(demo, store)

@@ -531,7 +531,8 @@ def test_evaluate_checks_the_option_order_when_asked(alice, files, out_dir):
     """Error analysis: with "Check option order" each question is re-scored in 3 orders; the Order column
     says whether the answer held, and the filter knows answers that changed."""
     tab(alice, "Evaluate")
-    alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I)).first.click()
+    # a run reads its CSV once and empties the field (the upload is deleted)
+    expect(alice.locator("#questions-csv").get_by_role("button", name=re.compile("clear", re.I))).to_have_count(0)
     upload(alice, "questions-csv", [files["questions.csv"]])
     alice.locator("#run-name textarea").fill("orders")
     alice.locator("#check-order input").check()
