@@ -120,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=ROOT, env=env, check=True)
         print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    missing = [str(f) for f in folders.values() if not (f / "metrics.json").exists()]
+    if missing:
+        print(f"nothing to compare yet: no run in {', '.join(missing)}")
+        return 0
     runs = {name: read_run(f) for name, f in folders.items()}
     (ma, ta), (mb, tb) = runs.values()
     cmp = compare(ta, tb)

@@ -1,6 +1,6 @@
 """Fitting the weights the product ships (``pipeline/answering/weights.json``) — apart from the benchmarks.
 
-The benchmarks that fit a model (``bench.flag``, ``bench.answer_quality fit`` / ``flag``) only measure: they
+The benchmarks that fit a model (``bench.flag``; before issue 46 also ``bench.answer_quality``) only measure: they
 write what they fitted to a file under ``bench/results/fitted/`` (the models, and from what data, by which
 command, when). ``python -m fit FILE...`` is the one command that writes the shipped weights: it puts each
 file's models into ``weights.json`` and records, per model, where it came from (``provenance``)."""

@@ -1,5 +1,7 @@
-"""bench.freeform's table: each variant's F1 against the full system's, paired by question."""
+"""bench.freeform's table: each variant's F1 against the full system's, paired by question; the two commands on
+a tiny input (the CI smoke test)."""
 import math
+from pathlib import Path
 
 from bench.freeform import paired_f1_delta, table
 
@@ -32,3 +34,22 @@ def test_table_reports_the_delta_and_the_seconds_of_each_kind():
     full_line, better_line = out.splitlines()[-2:]
     assert "| full | 0.000 | – |" in full_line and full_line.endswith("| 3.0 / 5.0 |")  # p50 answerable / not (nearest rank: of two, the upper)
     assert "| better | 1.000 | +1.000 (+1.000 … +1.000) |" in better_line
+
+
+def test_the_commands_build_the_set_and_measure_two_variants_on_one_question_pair(tmp_path):
+    """The CI smoke test: ``build`` on two sample PDFs (their 7 questions, the two half libraries), then ``run`` on
+    one answerable question and its unanswerable copy, the full system and the extractive mode."""
+    from bench.freeform import main
+
+    sample = Path(__file__).resolve().parent.parent / "assets" / "sample"
+    work = tmp_path / "ff"
+    assert main(["build", "--questions", str(sample / "questions.csv"), "--pdfs", str(sample), "--docs", "2",
+                 "--work", str(work)]) == 0
+    assert len((work / "answerable.csv").read_text(encoding="utf-8").splitlines()) == 1 + 7
+    assert main(["run", "--every", "7", "--only", "full system (generative)", "--only",
+                 "extractive instead of generative", "--flag-records", str(tmp_path / "none.jsonl"),
+                 "--work", str(work)]) == 0
+    text = (work / "table.md").read_text(encoding="utf-8")
+    assert "command: `python -m bench.freeform run --every 7" in text
+    assert "1 answerable + 1 unanswerable questions" in text
+    assert "| full system (generative) |" in text and "| extractive instead of generative |" in text
