@@ -8,6 +8,9 @@ the model up, the others are timed), then its questions again, timed, until ``se
 anew), and prints one line ``PROBE {…}``: the letters, the prompt tokens read per second, seconds per answer, peak
 memory, llama.cpp's system info.
 
+``race JSON`` loads ``{"paths": [{"name", "file", "extra"}, …], "seconds"}`` together (paths that ran alone) and
+times them in turns, and prints ``RACE {name: {"tokens_per_s", "runs"}}``.
+
 ``PDFQA_PROBE_CRASH`` (tests only): a comma-separated list of path names whose child raises SIGILL after loading
 the model, as llama.cpp's AMX path does on the first decode where its tiles are not set up.
 """
@@ -23,7 +26,7 @@ import time
 from ..types import Candidate, Chunk, Question
 
 # ---- the fixed check: facts stated in one passage, each answered by its letter; its answers after the first are
-# also the timed ones (a prompt of ~330 tokens each: the system prompt, one passage, the question, the options)
+# also the timed ones (a prompt of ~350 tokens each: the system prompt, one passage, the question, the options)
 CHECK = [
     (Question("check-1", "Якого кольору дах ратуші в місті Вербівка?",
               ["синього", "червоного", "зеленого", "чорного", "жовтого", "білого"]),
@@ -31,9 +34,6 @@ CHECK = [
     (Question("check-2", "Яка потужність зволожувача «Росинка-7»?",
               ["12 Вт", "20 Вт", "28 Вт", "35 Вт", "40 Вт", "50 Вт"]),
      "Потужність зволожувача «Росинка-7» становить 28 Вт, рівень шуму — 26 дБ, об'єм резервуара — 4,5 літра.", "C"),
-    (Question("check-3", "Який строк гарантії на зволожувач «Росинка-7»?",
-              ["6 місяців", "12 місяців", "24 місяці", "36 місяців", "48 місяців", "60 місяців"]),
-     "Виробник надає гарантію на зволожувач «Росинка-7» строком 36 місяців від дня продажу.", "D"),
 ]
 
 
@@ -84,6 +84,37 @@ def probe(file: str, extra: bool, seconds: float, name: str = "") -> dict:
             "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip()}
 
 
+def race(paths: list[dict], seconds: float) -> dict:
+    """The candidates that ran alone, loaded together and timed in turns (each round every one answers the same
+    question, the first to go rotating), so that whatever else runs on the machine weighs on each alike: each
+    one's prompt tokens per second over at least ``seconds`` of answers."""
+    from ..settings import load_settings
+    from .llama_cpp import LlamaCppAnswerer
+
+    settings = load_settings()
+    models = [(p["name"], LlamaCppAnswerer(p["file"], settings, extra=bool(p["extra"]))) for p in paths]
+
+    def once(ans, k: int) -> tuple[int, float]:
+        q, text, _ = CHECK[k % len(CHECK)]
+        ans.llm.n_tokens, ans._last = 0, None
+        t = time.perf_counter()
+        s = ans.score(q, [passage(text)])
+        return s.prompt_tokens, time.perf_counter() - t
+
+    for _, a in models:
+        once(a, 0)  # warm-up, not timed
+    stats = {name: [0, 0.0, 0] for name, _ in models}
+    r = 0
+    while (r < 1 or any(st[1] < seconds for st in stats.values())) and r < 20:
+        for name, a in models[r % len(models):] + models[:r % len(models)]:
+            tok, dt = once(a, r + 1)
+            stats[name][0] += tok
+            stats[name][1] += dt
+            stats[name][2] += 1
+        r += 1
+    return {name: {"tokens_per_s": tok / spent, "runs": n} for name, (tok, spent, n) in stats.items()}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["convert"] and len(argv) == 2:
         from .shipped import format_file
@@ -95,7 +126,11 @@ def main(argv: list[str]) -> int:
         print("PROBE " + json.dumps(probe(a["file"], bool(a["extra"]), float(a["seconds"]), a.get("name", ""))),
               flush=True)
         return 0
-    print("usage: python -m pipeline.backends.answer_probe convert FORMAT | probe JSON", file=sys.stderr)
+    if argv[:1] == ["race"] and len(argv) == 2:
+        a = json.loads(argv[1])
+        print("RACE " + json.dumps(race(a["paths"], float(a["seconds"]))), flush=True)
+        return 0
+    print("usage: python -m pipeline.backends.answer_probe convert FORMAT | probe JSON | race JSON", file=sys.stderr)
     return 2
 
 
