@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 REFERENCE = "q4_k_m/plain"  # the shipped weights on llama.cpp's plainest kernels: the check's reference letters
 CHECK_GOLD = "EC"  # the fixed check's known answers (answer_probe.CHECK), used where the reference did not run
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: the two-fact check, timed in turns
 
 
 @dataclass(frozen=True)
