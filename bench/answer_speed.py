@@ -176,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         for w in workers:
             w.close()
         return 0
-    t0 = time.time()
+    t0, here = time.time(), harness.machine()
     run = {"date": harness.now(), "command": harness.command("bench.answer_speed", argv),
-           "machine": {**harness.machine(), "load_before": harness.machine()["load_average"]},
+           "machine": {**here, "load_before": here["load_average"]},
            "variants": {w.label: {**w.ready, "settings": variants[w.label][0], "tree": str(variants[w.label][1])}
                         for w in workers}}
     questions = {name: pick([q.qid for q in read_questions(Path(csvs[name]).read_bytes())[0]], a.every, a.limit,

@@ -43,3 +43,33 @@ def test_summary_says_how_well_the_probabilities_mean_it():
     assert "stood" not in summarise([rec("A", True, 5)], None)  # a path without read_first (main before it)
     shown = table({"long": {"now": {**m, "peak_rss_mb": 4000.0}}}, "now")
     assert "| 0.800 | 0.327 |" in shown and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in shown
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "sample"
+
+
+def tiny_set(folder: Path, doc: str = "biblioteka_pravyla.pdf", n: int = 2) -> Path:
+    """A set folder as the benchmarks read one (``pdfs/``, ``questions.csv``): one sample PDF, its first ``n``
+    questions."""
+    (folder / "pdfs").mkdir(parents=True)
+    shutil.copy(SAMPLE / doc, folder / "pdfs" / doc)
+    lines = (SAMPLE / "questions.csv").read_text(encoding="utf-8").splitlines()
+    (folder / "questions.csv").write_text("\n".join([lines[0], *[ln for ln in lines[1:] if doc in ln][:n]]) + "\n",
+                                          encoding="utf-8")
+    return folder
+
+
+def test_the_command_runs_every_question_through_both_variants_and_records_them(tmp_path, capsys):
+    """The CI smoke test: the whole command, two workers (main's path and a variant), one set of one PDF."""
+    unlp = tiny_set(tmp_path / "unlp", n=1)
+    out = tmp_path / "answer_speed.json"
+    assert main(["--data-dir", str(tmp_path / "data"), "--unlp", str(unlp), "--long", str(unlp), "--only", "unlp",
+                 "--variant", "now:answer_format=q4_k_m", "--out", str(out)]) == 0
+    run = json.loads(out.read_text())["runs"][-1]
+    assert run["complete"] and run["command"].startswith("python -m bench.answer_speed --data-dir")
+    assert run["machine"]["cpu"] and run["machine"]["cores"] >= 1 and "flags" in run["machine"]
+    recs = run["records"]["unlp"]
+    assert [r["qid"] for r in recs["main"]] == [r["qid"] for r in recs["now"]] == ["sample-01"]
+    m = run["summary"]["unlp"]["now"]
+    assert m["n"] == 1 and 0 <= m["mcnemar_p"] <= 1 and m["p50_ratio"] > 0 and m["peak_rss_mb"] > 0
+    assert "| unlp | now | 1 |" in capsys.readouterr().out
