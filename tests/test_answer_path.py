@@ -110,6 +110,17 @@ def test_candidates_follow_the_settings():
         ap.candidates(s.with_(answer_path_formats="q4_k_m,f32"))
 
 
+def test_the_build_stamp_says_when_to_rebuild(tmp_path, monkeypatch):
+    from pipeline.backends import llama_build as lb
+
+    native = "-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF"
+    monkeypatch.setattr(lb, "stamp_file", lambda: tmp_path / "llama-cpp-build.txt")
+    (tmp_path / "llama-cpp-build.txt").write_text(lb.wanted(native) + "\n")
+    assert lb.check(native) == []  # built with these flags on this CPU: nothing rebuilt
+    why = lb.check(native + " -DCMAKE_CXX_FLAGS=-fno-dse")
+    assert len(why) == 1 and "the set-up now builds with" in why[0]  # the flags changed: rebuilt
+
+
 def test_the_build_check_reads_this_build_and_the_cpu():
     """The set-up rebuilds llama.cpp only when its stamp or features say it was built otherwise: this machine's
     own build (native) passes; a build with a feature the CPU lacks, or a native one without one it has, does not."""
