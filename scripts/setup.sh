@@ -44,6 +44,8 @@ if ! tesseract --list-langs 2>/dev/null | grep -x ukr >/dev/null; then  # no -q:
     echo "warning: could not install Tesseract (needs apt-get and root or sudo): OCR is off, scanned pages" \
          "will not be read; install tesseract-ocr tesseract-ocr-ukr tesseract-ocr-eng" >&2
 fi
+# whether llama-cpp-python was there before this run (else what pip installs now was built now or came from its cache)
+fresh_llama=--fresh; ls -d .venv/lib/python3*/site-packages/llama_cpp >/dev/null 2>&1 && fresh_llama=""
 if [ "${1:-}" = "--dev" ]; then
   step "requirements-dev.txt (builds llama-cpp-python once)" .venv/bin/python -m pip install -q -r requirements-dev.txt
   # the browser tests need Debian's Chromium: --dev fails here without it (under CI=true the tests fail too)
@@ -60,7 +62,7 @@ fi
 # pip neither rebuilds an installed llama-cpp-python when CMAKE_ARGS change nor keys its wheel cache by them (a
 # build made with other flags, or on another CPU, can come back): rebuild it, bypassing the cache, when its stamp
 # (or, without one, its features against this CPU's) says it was built otherwise; otherwise nothing is rebuilt.
-if ! .venv/bin/python -m pipeline.backends.llama_build check; then
+if ! .venv/bin/python -m pipeline.backends.llama_build check $fresh_llama; then
   step "llama-cpp-python rebuilt with this set-up's flags" .venv/bin/python -m pip install -q --no-cache-dir \
     --force-reinstall --no-deps -r <(grep '^llama-cpp-python' requirements.txt)
 fi

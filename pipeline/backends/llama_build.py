@@ -5,9 +5,11 @@ pip neither rebuilds an installed llama-cpp-python when ``CMAKE_ARGS`` change, n
 flags, or on another CPU. So the set-up writes a stamp of what it built with (the flags, the package's version,
 the CPU) beside the venv, and asks this module after installing:
 
-* ``python -m pipeline.backends.llama_build check`` — exit 0 when the stamp is this build's, or, without a stamp,
+* ``python -m pipeline.backends.llama_build check [--fresh]`` — exit 0 when the stamp is this build's, or, without a stamp,
   when the build's features (``llama_print_system_info``) are the CPU's (a native build); exit 3 with the reasons
   otherwise (the set-up then rebuilds, bypassing the wheel cache). A build that crashes on import exits non-zero too.
+  Without a stamp, an AMX build from an earlier set-up is rebuilt once (whether it has ``-fno-dse`` cannot be
+  seen); one pip installed in this run (``--fresh``) is taken as built with this run's flags.
 * ``python -m pipeline.backends.llama_build stamp`` — writes the stamp.
 """
 from __future__ import annotations
@@ -56,8 +58,9 @@ def feature_mismatch(info: str, flags: set[str], native: bool) -> list[str]:
     return out
 
 
-def check(cmake_args: str | None = None) -> list[str]:
-    """Why the installed build must be rebuilt ([] where it is the one the set-up would build)."""
+def check(cmake_args: str | None = None, fresh: bool = False) -> list[str]:
+    """Why the installed build must be rebuilt ([] where it is the one the set-up would build). ``fresh``: pip
+    installed it in this set-up run (built now, or from its cache: only its features can tell)."""
     args = os.environ.get("CMAKE_ARGS", "") if cmake_args is None else cmake_args
     f = stamp_file()
     if f.exists():
@@ -68,22 +71,22 @@ def check(cmake_args: str | None = None) -> list[str]:
 
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     why = feature_mismatch(info, cpu_flags(), native="GGML_NATIVE=ON" in args)
-    if "-fno-dse" in args and "AMX_INT8 = 1" in info:  # the AMX fix leaves no trace in the build's features
+    if "-fno-dse" in args and "AMX_INT8 = 1" in info and not fresh:  # an AMX build from before its fix
         why.append("an AMX build without a stamp: whether it was built with -fno-dse (its tile configuration) "
                    "cannot be told")
     return why
 
 
 def main(argv: list[str]) -> int:
-    if argv == ["check"]:
-        why = check()
+    if argv[:1] == ["check"] and set(argv[1:]) <= {"--fresh"}:
+        why = check(fresh="--fresh" in argv)
         for w in why:
             print(f"llama.cpp's build: {w}", file=sys.stderr)
         return 3 if why else 0
     if argv == ["stamp"]:
         stamp_file().write_text(wanted() + "\n")
         return 0
-    print("usage: python -m pipeline.backends.llama_build check | stamp", file=sys.stderr)
+    print("usage: python -m pipeline.backends.llama_build check [--fresh] | stamp", file=sys.stderr)
     return 2
 
 
