@@ -29,10 +29,11 @@ log = logging.getLogger("webapp")
 SOMETHING_WRONG = "Something went wrong on our side; it is logged. Try again, or reload the page."
 
 # The options of an event that runs outside the queue (at once, even while the queue is busy). Such an event must
-# never raise: Gradio answers its error with an HTTP 500 whose message the page drops (the page's client passes on
-# the message but not "visible", and without it no toast is shown; tests/test_app.py checks that every event whose
-# handler is :func:`handled` is queued). A handler that may refuse is queued, and says why where the person looks
-# (a toast, or beside the button pressed).
+# never raise an error meant for the person: Gradio answers it with an HTTP 500 whose message the page drops (the
+# page's client passes on the message but not "visible", and without it no toast is shown; tests/test_app.py checks
+# that every event whose handler is :func:`handled` is queued). A handler outside the queue that may refuse returns
+# the reason where the person looks instead (Evaluate's Run: beside the button), and only then may a gate with
+# nothing to say raise to stop what is chained to it (evaluate_tab.on_go).
 QUIET = dict(queue=False, show_progress="hidden")
 
 

@@ -364,7 +364,8 @@ def on_validate(ctx: Context, ui: EvaluateTab, sid, csv_file):
 
 
 def on_go(parsed):
-    """Stops the run's chain after a refusal (said beside Run already: no toast, and no output marked)."""
+    """Stops the run's chain after a refusal, which is said beside Run already: the one error raised outside the
+    queue on purpose (Gradio's page shows nothing of it, and it has no outputs to mark; see common.QUIET)."""
     if parsed is None:
         raise user_error("not run", toast=False)
 
@@ -553,10 +554,9 @@ def on_pick(ui: EvaluateTab):
 
 
 def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
-    quiet = QUIET  # never raise (see common.QUIET); Run's first step may refuse, so it is queued
-    ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed, ui.message, ui.csv_in],
-                     show_progress="hidden") \
-        .then(on_go, [ui.parsed], None, show_progress="hidden") \
+    quiet = QUIET  # see common.QUIET: on_validate says a refusal and never raises; on_go only stops the chain
+    ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed, ui.message, ui.csv_in], **quiet) \
+        .then(on_go, [ui.parsed], None, **quiet) \
         .success(bind(on_start, ui), [ui.parsed], [ui.progress, ui.token, ui.run_btn, ui.stop_btn, ui.message,
                                                    *ui.trace_parts, *ui.cleared], **quiet) \
         .success(bind(on_run, ctx, ui), [sid, ui.parsed, ui.run_name, ui.check_order, ui.token],
