@@ -365,13 +365,19 @@ def answer_path(settings: Settings, measure_missing: bool = True) -> dict:
     forced = [f"{k}={v}" for k, v in (("answer_format", a.answer_format), ("llama_extra_buffers", a.llama_extra_buffers))
               if v != "auto"]
     if pick is None:  # nothing ran: the shipped file with its buffers as the setting (or llama.cpp's default) say
-        extra = a.llama_extra_buffers != "off" and not (amx_cpu() and amx_build())
+        extra = {"on": True, "off": False}.get(a.llama_extra_buffers, not (amx_cpu() and amx_build()))
         fmt = a.answer_format if a.answer_format != "auto" else "q4_k_m"
         return {"path": AnswerPath(fmt, extra).name, "format": fmt, "extra": extra, "why": why}
     return {"path": pick["path"], "format": pick["format"], "extra": pick["extra"],
             "why": f"{why}; {pick.get('buffers', '')}" + (f"; {', '.join(forced)}" if forced else ""),
             "tokens_per_s": round(pick["tokens_per_s"], 1), "peak_rss_mb": pick["peak_rss_mb"],
             "measured_at": rec.get("measured_at", ""), "cpu": rec["machine"]["cpu"], "candidates": summary(results)}
+
+
+def chosen_extra(settings: Settings) -> bool:
+    """The extra buffers of the path chosen for ``settings`` (read from the record, never measured here; without a
+    record, as ``llama_extra_buffers`` says, off for llama.cpp's AMX code on an AMX CPU)."""
+    return answer_path(settings, measure_missing=False)["extra"]
 
 
 def answer_gguf(setting: str = "auto", settings: Settings | None = None) -> tuple[Path, str, str]:

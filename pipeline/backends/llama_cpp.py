@@ -127,8 +127,11 @@ class LlamaCppAnswerer(Answerer):
         self.settings = settings
         self.model_path = model_path
         self.model_format, self.format_why = model_format, why  # answer_path's choice (the about line)
-        # llama.cpp's extra weight buffers: the measured path's, else as llama_extra_buffers says
-        self.extra = use_extra_buffers(settings.answer.llama_extra_buffers) if extra is None else extra
+        if extra is None:  # llama.cpp's extra weight buffers: the measured path's (a second model loads as the first)
+            from .answer_path import chosen_extra
+
+            extra = chosen_extra(settings)
+        self.extra = extra
         # the answer path's name (answer_path.AnswerPath): calibration is looked up by it (listed_temperature_by_path)
         self.answer_path = f"{model_format or 'q4_k_m'}/{'extra' if self.extra else 'plain'}"
         self._batched = settings.answer.llama_batch_continuations
