@@ -1,76 +1,122 @@
-"""bench.flag: the fit's threshold, cross-validation by document, and the rows it writes (synthetic records)."""
+"""bench.flag: the libraries it builds at each size, the fit's threshold at every size, cross-validation by
+document, the rows it writes (synthetic records), and one real run on a tiny input (its CI smoke test)."""
 import json
-import types
+import shutil
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 import bench.flag as B
-from bench import answer_quality_fit as F
+from bench import fitting as F
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def records(sets=("leaflets", "rulebooks", "generated"), families=("e5", "remote"), n=80, seed=0):
+def test_each_size_has_a_library_with_the_document_and_one_without_it():
+    kinds = {"leaflets": [f"l{i}.pdf" for i in range(30)], "rulebooks": [f"r{i}.pdf" for i in range(4)]}
+    rows = B.plan(kinds)
+    everything = set(kinds["leaflets"]) | set(kinds["rulebooks"])
+    assert {(r["set"], r["size"]) for r in rows} == {("leaflets", s) for s in B.SIZES} | {
+        ("rulebooks", s) for s in ("1", "3", "all")}  # 4 rulebooks: no library of 10 of them
+    for r in rows:
+        assert r["doc"] in r["present"] and r["doc"] not in r["absent"], r
+        if r["size"] == "all":
+            assert r["present"] == everything and len(r["absent"]) >= len(everything) - 3
+        else:
+            k = int(r["size"])
+            assert len(r["present"]) == len(r["absent"]) == k
+            assert set(r["present"]) | set(r["absent"]) <= set(kinds[r["set"]])  # absent: others of its kind
+    assert len({r["present"] for r in rows if r["set"] == "leaflets" and r["size"] == "3"}) == 10  # blocks
+
+
+def test_the_sizes_measured_are_the_ones_the_app_reads():
+    from pipeline.answering import flag
+
+    assert B.SIZES == tuple(name for name, _ in flag.SIZES)
+    assert [flag.size_of(n) for n in (1, 2, 3, 5, 6, 10, 19, 20, 34, 200)] == \
+        ["1", "3", "3", "3", "10", "10", "10", "all", "all", "all"]
+
+
+NAMES = sorted({n for names in B.MODELS.values() for n in names})
+
+
+def records(n_docs=12, per_doc=6, seed=0):
     rng = np.random.default_rng(seed)
-    out = {}
-    for s in sets:
-        for fam in families:
-            rs = []
-            for i in range(n):
-                absent = i % 2
-                for free in (False, True):
-                    f = {"q_cov_idf": rng.random() * (0.4 if absent else 1.0), "rare_cov": rng.random(),
-                         "rare_absent": rng.random() * absent, "dense_top": 0.89 - 0.02 * absent + 0.01 * rng.random(),
-                         "dense_ev": 0.88, "opt_cov_max": rng.random()}
-                    rs.append({"qid": str(i), "free": free, "library": "half0" if absent else "full",
-                               "gold": {"doc": f"{s}-{i % 10}"}, "flag": f, "fused_max": float(rng.random() * 3)})
-            out[(s, fam)] = rs
+    out = []
+    for d in range(n_docs):
+        for i in range(per_doc):
+            for size in B.SIZES:
+                for present in (True, False):
+                    for free in (False, True):
+                        shift = 0.0 if present else 0.5
+                        f = {n: float(np.clip(rng.random() - shift * (n != "rare_absent") + shift * (n == "rare_absent"),
+                                              0, 1)) for n in NAMES}
+                        f["dense_top"] = 0.89 - 0.02 * (not present) + 0.01 * rng.random()
+                        out.append({"qid": f"{d}-{i}", "set": "leaflets", "size": size, "present": present,
+                                    "free": free, "family": "e5", "doc": f"doc{d}", "library": "x", "flag": f,
+                                    "fired": bool(rng.random() < 0.3), "basis": "dense+lexical"})
     return out
 
 
-def test_the_threshold_lets_at_most_the_target_share_of_present_questions_fire():
-    recs = records()[("leaflets", "e5")]
-    X, y, _ = B.xy(recs, B.MODELS["flag"])
-    m = B.fit(X, y, B.MODELS["flag"], 0.05)
-    p = F.predict_logistic(m, X)
-    assert (p[y == 0] > m["threshold"]).mean() <= 0.05 + 1e-9
-    assert (p[y == 1] > m["threshold"]).mean() > 0.5  # the synthetic absent questions are told apart
+def test_the_threshold_lets_at_most_the_target_share_of_present_questions_fire_at_every_size():
+    recs = [r for r in records() if not r["free"]]
+    m = B.fit(recs, B.MODELS["flag"], 0.05)
+    fired = B.fires(m, recs)
+    for size in B.SIZES:
+        idx = [i for i, r in enumerate(recs) if r["size"] == size and r["present"]]
+        assert fired[idx].mean() <= 0.05 + 1e-9, size
+    absent = [i for i, r in enumerate(recs) if not r["present"]]
+    assert fired[absent].mean() > 0.5  # the synthetic absent questions are told apart
+    assert set(m["thresholds"]) == set(B.SIZES) and m["threshold"] == max(m["thresholds"].values())
 
 
 def test_a_record_is_judged_by_a_model_fitted_without_its_document(monkeypatch):
-    recs = records(sets=("leaflets",), families=("e5", "remote"))
-    train, other = recs[("leaflets", "e5")], recs[("leaflets", "remote")]
-    X_doc = {tuple(B.xy([r], B.MODELS["flag"])[0][0]): r["gold"]["doc"] for r in train + other}
-    calls = []
-    fit, predict = B.fit, F.predict_logistic
+    recs = [r for r in records() if not r["free"]]
+    calls, xy = [], B.xy
 
-    def spy_fit(X, y, names, target):
-        m = fit(X, y, names, target)
-        m["docs"] = {X_doc[tuple(x)] for x in X}
-        return m
+    def spy_xy(rs, names):  # called by fit (its training records), then for the fold it judges, in turn
+        calls.append({r["doc"] for r in rs})
+        return xy(rs, names)
 
-    def spy_predict(m, X):
-        if "docs" not in m:  # the threshold, inside fit
-            return predict(m, X)
-        calls.append((m["docs"], {X_doc[tuple(x)] for x in X}))
-        return predict(m, X)
-
-    monkeypatch.setattr(B, "fit", spy_fit)
-    monkeypatch.setattr(F, "predict_logistic", spy_predict)
-    fires = B.cross_validated(train, B.MODELS["flag"], 0.05, [other])[0]
-    assert calls and all(not (trained & judged) for trained, judged in calls)  # never its own document
-    assert len(calls) == F.REPEATS * F.FOLDS and fires.shape == (len(other),)
+    monkeypatch.setattr(B, "xy", spy_xy)
+    fires = B.cross_validated(recs, B.MODELS["flag"], 0.05)
+    trained, judged = calls[0::2], calls[1::2]
+    assert len(trained) == len(judged) == F.REPEATS * F.FOLDS and fires.shape == (len(recs),)
+    assert all(t and j and not (t & j) for t, j in zip(trained, judged))  # never by its own document
 
 
-def test_rows_cover_every_set_profile_and_basis(tmp_path):
-    a = types.SimpleNamespace(targets=B.TARGETS, shipped={})
-    rows, final = B.measure(a, records())
-    assert set(final) == {"flag", "flag_free", "flag_lexical", "flag_free_lexical"}
+def test_rows_say_before_and_now_per_set_size_and_kind_of_question():
+    recs = records()
+    rows, final = B.measure(recs, recs, B.TARGETS)
+    assert set(final) == {"flag", "flag_free"}  # no lexical-only records here: no lexical models
     assert all("fitted_on" in m and "threshold" in m for m in final.values())
-    assert {(r["set"], r["profile"]) for r in rows} == {(s, f) for s in ("leaflets", "rulebooks", "generated")
-                                                          for f in ("e5", "remote")}
-    # other embedders get the lexical model only (their similarities have another scale), and the former rule
-    assert {r["basis"] for r in rows if r["profile"] == "remote"} == {"lexical", "fused z <= 1 (former rule)"}
+    assert {(r["variant"], r["size"], r["questions"]) for r in rows} == {
+        (v, s, q) for v in ("before", "now") for s in B.SIZES for q in ("six-option", "free-form")}
     for r in rows:
-        assert {"set", "profile", "n", "false_fire_rate", "absent_recall"} <= set(r)
-        assert r["n"] == r["n_present"] + r["n_absent"] and 0 <= r["false_fire_rate"] <= 1
+        assert 0 <= r["false_fire_rate"] <= 1 and 0 <= r["absent_recall"] <= 1
     json.dumps(rows)
-    assert "| leaflets | e5 |" in B.table(rows)
+    assert "| leaflets | 1 | six-option | e5 |" in B.table(rows)
+
+
+def test_a_real_run_on_two_tiny_sets(tmp_path):
+    """The whole benchmark on the sample's four PDFs (two "leaflets", two "rulebooks"), with the real models,
+    ``--base-tree`` this checkout (so the worker process runs): it builds, asks, fits and writes its table."""
+    sample = ROOT / "assets" / "sample"
+    lines = (sample / "questions.csv").read_text(encoding="utf-8").splitlines()
+    for kind, docs in (("unlp", ["biblioteka_pravyla.pdf", "lozhenci_instrukciia.pdf"]),
+                       ("long", ["futbol_reglament.pdf", "termostat_posibnyk.pdf"])):
+        (tmp_path / kind / "pdfs").mkdir(parents=True)
+        for d in docs:
+            shutil.copy(sample / d, tmp_path / kind / "pdfs" / d)
+        qs = [ln for ln in lines[1:] if any(f",{d}," in ln for d in docs)][:4]
+        (tmp_path / kind / "questions.csv").write_text("\n".join([lines[0], *qs]) + "\n", encoding="utf-8")
+    out, md = tmp_path / "flag.json", tmp_path / "flag.md"
+    assert B.main(["--unlp", str(tmp_path / "unlp"), "--unlp-long", str(tmp_path / "long"), "--data-dir",
+                   str(tmp_path / "data"), "--base-tree", str(ROOT), "--out", str(out), "--md", str(md)]) == 0
+    run = json.loads(out.read_text(encoding="utf-8"))
+    sizes = {(r["variant"], r["set"], r["size"], r["family"]) for r in run["rows"]}
+    for v in ("before", "now"):
+        for kind in ("leaflets", "rulebooks"):
+            assert {(v, kind, s, f) for s in ("1", "all") for f in B.FAMILIES} <= sizes
+    assert run["cpu"] and "| leaflets | 1 | six-option | e5 |" in md.read_text(encoding="utf-8")

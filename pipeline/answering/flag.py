@@ -1,8 +1,10 @@
 """The "may not be in your documents" signal: retrieval-only features and a fitted logistic model.
 
-``flag_features`` measures how well the evidence covers the question's words (and its rarest words) and how
-the retrieval scores stand; ``flag_score`` turns them into a probability-like score with the logistic model
-fitted in ``pipeline/answering/weights.json`` (``python -m bench.flag``). No LLM.
+``flag_features`` measures how well the evidence, and the documents retrieval ranked first, cover the question's
+words, each weighted by how rare it is in the language (so a feature means the same in a library of one leaflet
+as in one of forty documents), and how the retrieval scores stand; ``flag_score`` turns them into a
+probability-like score with the logistic model fitted in ``pipeline/answering/weights.json`` (``python -m
+bench.flag``, over libraries of 1, 3, 10 and all documents). No LLM.
 
 The decision rests only on what was really scored. The dense features (``dense_top``, ``dense_ev``) come
 only from candidates that have a dense score, and only when every document of the library had its vectors
@@ -13,6 +15,8 @@ scores have another scale) — the decision uses the lexical model, fitted on th
 features alone. ``flag_basis`` says which: "dense+lexical" or "lexical".
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -50,37 +54,80 @@ def _readings(text: str) -> dict[str, set[str]]:
     return out
 
 
-def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate]) -> dict:
+@lru_cache(maxsize=1)
+def _zipf():
+    from wordfreq import zipf_frequency  # the Ukrainian word list ships inside the wheel
+
+    return zipf_frequency
+
+
+@lru_cache(maxsize=100_000)
+def rarity(word: str) -> float:
+    """How rare a word is in Ukrainian, whatever the library: 8 − its Zipf frequency (``wordfreq``: 6 is once in a
+    thousand words, 3 once in a million); a word it does not know (a medicine's or a team's name) is the rarest,
+    8. The flag's word weights and "rarest words" come from here, not from how many documents of this library
+    hold a word: in a library of one leaflet every word the leaflet happens not to use would be "rare"."""
+    return 8.0 - _zipf()(word, "uk")
+
+
+COMMON = 2.5  # rarity at or below this (Zipf ≥ 5.5: «має», «чого», «зробити») never names a missing word
+
+
+def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate],
+                  top_docs: int = 5) -> dict:
     """Retrieval-only signals that the question's document is in the library (higher = more likely present).
 
-    The dense features are None when no candidate has a dense score (a chunk without a vector is not a zero)."""
+    Their meaning does not change with the library's size: the question's words are weighted by how rare they
+    are in the language (:func:`rarity`) and compared with the evidence read, with the top candidate's document
+    (``…doc1``), with the documents of the top ``top_docs`` candidates (``…docs``), and (``rare_absent``) with
+    every document. ``q_cov_idf`` (words weighted by this
+    library's document frequencies) is kept for the records, not used by the shipped models. The dense features
+    are None when no candidate has a dense score (a chunk without a vector is not a zero)."""
     df, n = library.doc_freq()
     qr = _readings(q.text)
-    qdf = {t: max(df.get(r, 0) for r in rs) for t, rs in qr.items()}  # a term's documents: its most widely held reading's
+    qdf = {t: max(df.get(r, 0) for r in rs) for t, rs in qr.items()}  # a term's chunks: its most widely held reading's
+    form = {}
+    for w in words(q.text):
+        form.setdefault(term_key(w), w)
+    info = {t: rarity(form[t]) for t in qr}
     ev = set()
     for c in evidence:
         ev |= _terms(f"{c.chunk.prefix} {c.chunk.heading} {c.chunk.body}")
+    first = library.doc_terms(reranked[0].chunk.doc_hash) if reranked else frozenset()
+    held = set(first)
+    for h in dict.fromkeys(c.chunk.doc_hash for c in reranked[1:top_docs]):
+        held |= library.doc_terms(h)
     covered = {t for t, rs in qr.items() if rs & ev}
+    in_docs = {t for t, rs in qr.items() if rs & held}
+    in_first = {t for t, rs in qr.items() if rs & first}
     idf = {t: np.log((n + 1) / (d + 0.5)) for t, d in qdf.items()}
-    tot = sum(idf.values()) or 1.0
-    rare = sorted(qdf, key=lambda t: (qdf[t], t))[:3]  # the question's rarest words here (ties: by spelling)
+    tot, tot_info = sum(idf.values()) or 1.0, sum(info.values()) or 1.0
+    rare = sorted(qr, key=lambda t: (-info[t], t))[:3]  # the question's rarest words in the language (ties: spelling)
     opt_cov = []
     for o in q.options:
         orr = _readings(o)
         opt_cov.append(sum(bool(rs & ev) for rs in orr.values()) / len(orr) if orr else 0.0)
     dense = [c.scores.dense for c in reranked if c.scores.dense is not None]
     top = reranked[0].scores.dense if reranked else None
+    share = lambda ts, where: (sum(t in where for t in ts) / len(ts)) if ts else 1.0  # noqa: E731
     return {
-        "q_cov": len(covered) / len(qr) if qr else 1.0,
+        "q_cov": share(qr, covered),
         "q_cov_idf": float(sum(v for t, v in idf.items() if t in covered) / tot),
-        "rare_cov": (sum(t in covered for t in rare) / len(rare)) if rare else 1.0,
+        "q_cov_info": float(sum(info[t] for t in covered) / tot_info),
+        "q_docs_info": float(sum(info[t] for t in in_docs) / tot_info),
+        "q_doc1_info": float(sum(info[t] for t in in_first) / tot_info),
+        "rare_cov": share(rare, covered),
+        "rare_docs": share(rare, in_docs),
+        "rare_doc1": share(rare, in_first),
         "rare_absent": (sum(qdf[t] == 0 for t in rare) / len(rare)) if rare else 0.0,
+        "rare_info": float(np.mean([info[t] for t in rare])) if rare else 0.0,
         "opt_cov_max": max(opt_cov) if opt_cov else 0.0,
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else None,
         "dense_ev": float(top) if isinstance(top, float) else None,
-        "absent_words": sorted({w for w in words(q.text) if qdf.get(term_key(w)) == 0}),
-        # ^ the question's own words whose term no document holds: for the reader, not a feature
+        "absent_words": [form[t] for t in sorted(qr, key=lambda t: (-info[t], form[t]))
+                         if qdf[t] == 0 and info[t] > COMMON][:8],
+        # ^ the question's own words no form of which any document holds, rarest first: for the reader, not a feature
     }
 
 
@@ -105,6 +152,22 @@ def flag_score(feats: dict, model: dict, key: str = "flag") -> float:
     return float(1 / (1 + np.exp(-(x @ np.asarray(fm["weights"]) + fm["bias"]))))
 
 
+# the library sizes the thresholds were fitted at (bench.flag), and the most documents each stands for
+SIZES = (("1", 1), ("3", 5), ("10", 19), ("all", None))
+
+
+def size_of(n_docs: int) -> str:
+    """The fitted library size that stands for a library of ``n_docs`` documents."""
+    return next(name for name, most in SIZES if most is None or n_docs <= most)
+
+
+def threshold(fm: dict, n_docs: int) -> float:
+    """The score above which the flag fires in a library of ``n_docs`` documents: each size's threshold lets the
+    same small share of questions whose document is present fire (``thresholds``, fitted per size); a model
+    fitted without sizes has one ``threshold``."""
+    return float((fm.get("thresholds") or {}).get(size_of(n_docs), fm["threshold"]))
+
+
 def not_in_documents(library, q: Question, reranked: list[Candidate], evidence: list[Candidate],
                      model: dict | None = None, embedder: str = DENSE_EMBEDDER,
                      lexical_only: list[str] | None = None) -> dict:
@@ -126,5 +189,6 @@ def not_in_documents(library, q: Question, reranked: list[Candidate], evidence: 
     if not model.get(key):
         return {}
     score = flag_score(feats, model, key)
-    return {"not_in_documents": bool(score > model[key]["threshold"]), "not_in_documents_score": score,
+    cut = threshold(model[key], len(library.documents()))
+    return {"not_in_documents": bool(score > cut), "not_in_documents_score": score, "flag_threshold": cut,
             "flag_basis": basis, "flag_features": feats}

@@ -198,3 +198,26 @@ def test_two_runs_compared_as_the_same_pictures_side_by_side(nina, out_dir):
     expect(pics).to_contain_text("Run “first”")
     expect(pics).to_contain_text("Run “second”")
     snap(nina, out_dir, "compare-summary", "evaluate-compare-pictures.png")
+
+
+olena = visitor_fixture("olena")
+LEAFLET = ROOT.parent / "shared" / "unlp" / "pdfs" / "4e779acee13fa6e0763fb33d1c83030b8e6ea33d.pdf"
+LEAFLET_Q = ("Як рекомендовано приймати ретаболіл дорослим?",
+             ["внутрішньо", "підшкірно", "орально", "внутрішньовенно", "внутрішньом’язово", "інгаляційно"])
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(not LEAFLET.exists(), reason="no ../shared/unlp")
+def test_one_real_leaflet_uploaded_its_question_gets_an_answer_not_not_found(olena, out_dir):
+    """Issue 49: a demo's visitor uploads one leaflet and asks about it at once (while it may still be
+    embedding): an answer, never "Not found in this document"."""
+    upload(olena, "upload", [LEAFLET])
+    wait_indexing_done(olena, 1, timeout_s=600)
+    tab(olena, "Ask")
+    fill(olena, *LEAFLET_Q)
+    olena.locator("#ask").click()
+    expect(olena.locator("#ask-status")).to_contain_text(re.compile("Answered in|Searched in"),
+                                                         timeout=ANSWER_TIMEOUT)
+    said = text_of(olena, "answer")
+    assert "Not found" not in said and "Answer: E" in said and "page 1" in said, said
+    snap(olena, out_dir, "ask", "ask-one-leaflet.png")
