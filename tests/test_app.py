@@ -817,6 +817,7 @@ def test_the_file_guard_serves_a_library_s_files_to_its_reader_only(tmp_path, mo
     assert not guard.allowed(str(s.files_dir(b) / ".." / s.files_key(a) / "x.png"), "")  # a way round
     assert not guard.allowed(str(tmp_path / "gradio" / "0123" / "upload.pdf"), cookie)  # uploads: never
     assert guard.allowed("/etc/passwd", "")  # not this guard's: Gradio's own checks refuse it
+    assert not guard.allowed(str(mine) + "\x00", cookie)
 
     sent, passed = [], []
 

@@ -144,7 +144,11 @@ class FileGuard:
     def allowed(self, raw_path: str, cookie_header: str) -> bool:
         """Whether the file route may serve ``raw_path`` (as Gradio reads it: decoded once) to this cookie."""
         uploads, files = _forms(upload_folder()), _forms(self.store.files_root)
-        for p in _forms(raw_path):
+        try:
+            asked = _forms(raw_path)
+        except (ValueError, OSError):  # a NUL byte, a path too long: nothing to serve
+            return False
+        for p in asked:
             if any(_inside(p, u) for u in uploads):
                 return False
             for root in files:
