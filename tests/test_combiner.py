@@ -87,9 +87,12 @@ def test_flag_meets_a_word_form_the_lemmatiser_reads_first_as_another_word():
 
     page = "Музей відчиняється щодня о 10:00. Каса припиняє продаж квитків за пів години до закриття."
 
-    class Library:  # the one thing flag_features reads of a library: its document frequencies
+    class Library:  # what flag_features reads of a library: its document frequencies and a document's terms
         def doc_freq(self):
             return {t: 1 for t in content_terms(f"Правила відвідування музею {page}")}, 1
+
+        def doc_terms(self, doc_hash):
+            return frozenset(content_terms(f"Правила відвідування музею {page}"))
 
     c = Candidate(Chunk("c0", "h", "muzei.pdf", 0, "Графік роботи", page, "Правила відвідування музею", [(1, 0, 9)]))
     q = Question("q", "О котрій годині щодня відчиняється музей?", ["О 8:00", "О 9:00", "О 10:00", "О 11:00",
