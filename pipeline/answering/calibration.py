@@ -8,7 +8,8 @@
 The "may not be in your documents" signal, fitted in the same file, is ``pipeline.answering.flag``.
 
 The fitted weights are a small JSON file (``pipeline/answering/weights.json``),
-refitted by ``python -m bench.answer_quality fit``.
+written by ``python -m fit`` from what a benchmark fitted (``bench/results/fitted/``; the answer combiner's by the
+finished study ``bench.answer_quality``, read with ``git show a97bb4a:bench/answer_quality_fit.py``).
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def fit_temperature(Z: np.ndarray, y: np.ndarray, M: np.ndarray) -> float:
 def load_weights(path: str | None = None) -> dict:
     p = Path(path) if path else WEIGHTS
     if not p.exists():
-        raise FileNotFoundError(f"no fitted answer weights at {p}: run python -m bench.answer_quality fit ...")
+        raise FileNotFoundError(f"no fitted answer weights at {p}: the checkout lacks pipeline/answering/weights.json")
     return json.loads(p.read_text())
 
 
