@@ -24,7 +24,9 @@ from .settings import Settings
 from .types import Answer, Candidate, Question, Search
 
 # ``on_stage(name, result)``: called as each stage of :meth:`Pipeline.ask` ends, with that stage's result —
-# ``("search", Search)`` (retrieval, reranking, page choice), then ``("answer", Answer | FreeAnswer)``.
+# ``("search", Search)`` (retrieval, reranking, page choice), then ``("answer", Answer | FreeAnswer)``; for a
+# question without options, between them: ``("draft", text so far)`` as the model writes its short answer, and
+# ``("retry", {"k", "first"})`` before a wider retry (``answering.freeform.answer_free``).
 OnStage = Callable[[str, object], None]
 
 
@@ -77,7 +79,7 @@ class Pipeline:
             on_stage("search", found)
         if not found.reranked:
             raise EmptyLibrary("nothing was retrieved for this question: is the library empty?")
-        a = self._answer_free(q, found, read, flag_model) if not any(o.strip() for o in q.options) \
+        a = self._answer_free(q, found, read, flag_model, on_stage) if not any(o.strip() for o in q.options) \
             else self._answer_options(q, found, orders)
         if on_stage:
             on_stage("answer", a)
@@ -115,11 +117,11 @@ class Pipeline:
             a.details["order_check"] = self.order_check(q, a.evidence, orders)
         return a
 
-    def _answer_free(self, q: Question, found: Search, read, flag_model: dict | None) -> FreeAnswer:
+    def _answer_free(self, q: Question, found: Search, read, flag_model: dict | None, on_stage=None) -> FreeAnswer:
         s, reranked = self.settings, list(found.reranked)
         flag = self._flag(q, reranked, self.evidence(reranked, s.answer.top_k_answer), list(found.lexical_only),
                           flag_model) if Switches.from_settings(s).flag else {}
-        return answer_free(q, found, flag, free_reader(self.models.answerer, s), self.library, s, read)
+        return answer_free(q, found, flag, free_reader(self.models.answerer, s), self.library, s, read, on_stage)
 
     def evidence(self, reranked: list[Candidate], k: int) -> list[Candidate]:
         """The passages the answer model reads: from different pages when the top one's document is long

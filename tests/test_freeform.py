@@ -160,12 +160,46 @@ def pipe(manual_pipe):
 
 
 def test_answer_in_the_text_is_found(pipe, manual_pdf):
-    a = pipe.ask(Question("ask", "Яким є строк гарантії на зволожувач «Росинка-7»?", []))
+    """Issue 48: the answer is told as it is written (``on_stage("draft", …)``, each draft the one before and
+    more), before the answer stage."""
+    stages = []
+    a = pipe.ask(Question("ask", "Яким є строк гарантії на зволожувач «Росинка-7»?", []),
+                 on_stage=lambda name, value: stages.append((name, value)))
+    names = [n for n, _ in stages]
+    drafts = [v for n, v in stages if n == "draft"]
+    assert names[0] == "search" and names[-1] == "answer" and len(drafts) >= 2, names
+    assert all(b.startswith(x) for x, b in zip(drafts, drafts[1:])), drafts
+    assert a.text and a.text in " ".join(drafts[-1].split()).strip("«»\"“” "), (a.text, drafts[-1])
     assert not a.abstained, a.reasons
     assert token_f1(a.text, "36 місяців") >= 0.5, a.text
     assert a.doc_name == "humidifier_manual.pdf" and a.page == page_of(manual_pdf, "строком 36 місяців")
     assert "36 місяців" in a.evidence_chunk.chunk.body and a.grounding >= 0.5
     assert {"retrieve", "rerank", "answer"} <= set(a.timings) and a.closest == []
+
+
+def test_an_answer_cut_by_the_token_limit_ends_on_a_whole_word(pipe):
+    """Issue 48: an answer the token limit cuts short is ended at a sentence or clause end, or a whole word: the
+    same answer written with room to spare goes on at that point with a space or a punctuation mark."""
+    from pipeline.answering.freeform import GEN_TAIL, FreeReader, free_prompt
+
+    q = Question("ask", "Як доглядати за зволожувачем «Росинка-7»?", [])
+    passages = [c.chunk.body for c in pipe.search(q).reranked[:1]]
+    prompt = [free_prompt(q, passages), GEN_TAIL]
+    longer = FreeReader(pipe.models.answerer, max_tokens=24).answer_text(prompt)
+    for n in (6, 12):
+        cut = FreeReader(pipe.models.answerer, max_tokens=n).answer_text(prompt)
+        assert cut and longer.startswith(cut), (n, cut, longer)
+        assert len(longer) == len(cut) or not longer[len(cut)].isalnum(), (n, cut, longer)
+
+
+def test_whole_ending():
+    from pipeline.answering.freeform import whole_ending
+
+    assert whole_ending("Приймати теплий розчин. Розчин приймають одразу після негай") == "Приймати теплий розчин."
+    assert whole_ending("Розчин приймають одразу після їди, запиваючи водою, або негай") == \
+        "Розчин приймають одразу після їди, запиваючи водою"
+    assert whole_ending("Так, одразу після негай") == "Так, одразу після"  # a clause of one word is too short
+    assert whole_ending("Парацетамол") == "Парацетамол" and whole_ending("2.5 мг на добу") == "2.5 мг на"
 
 
 def test_absent_answer_is_not_found(pipe):

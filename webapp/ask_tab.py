@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from pipeline.answering.freeform import answer_page
+from pipeline.answering.freeform import answer_page, is_refusal
 from pipeline.checks import check_question
 from pipeline.documents.evidence import evidence_for, why_this_answer
 from pipeline.documents.ingest import safe_name
@@ -266,7 +266,16 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
             raise val
         if kind == "done":
             return val
-        if val[0] == "search":
+        if val[0] == "draft":
+            yield {ui.status: "Writing the answer…", ui.answer: V.draft_markdown(val[1])}
+        elif val[0] == "retry":
+            first = "its answer was not supported" if val[1]["first"] and not is_refusal(val[1]["first"]) \
+                else "the model found no answer there"
+            yield {ui.status: f"Not answered from the first passages ({first}): reading "
+                              f"{V.plural(val[1]['k'], 'shorter passage')}…",
+                   ui.answer: "## Answer (still looking…)\nThe first passages gave no checked answer; a wider set "
+                              "is being read."}
+        elif val[0] == "search":
             s = pipe.settings.answer
             k = min(s.top_k_answer, len(val[1].reranked))
             first = f"{V.plural(s.read_first, 'passage')} ({k} if that answer is unsure)" if 0 < s.read_first < k \

@@ -378,6 +378,14 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def draft_markdown(text: str) -> str:
+    """The short answer while the model writes it: its whole words so far, marked as not yet checked."""
+    words = text.strip()
+    words = words.rsplit(None, 1)[0] if len(words.split()) > 1 else words  # the last word may be half written
+    return (f"## Answer (being written…)\n**{md_escape(words, 600)} …**  \n*Not checked yet: it is read against the "
+            "passages once written.*")
+
+
 def grounding_text(grounding: float) -> str:
     """What the share of the answer's words found in the passages says: where the words came from (copied,
     not made up), not whether the answer is right."""

@@ -75,6 +75,25 @@ _SENT = re.compile(r"(?<=[.!?;])\s+|\n+")
 _CLAUSE = re.compile(r"\s*[,:;()—–]\s*|\s+-\s+")
 
 
+_SENT_END = re.compile(r"[.!?…](?=\s|$)")
+_CLAUSE_END = re.compile(r"\s*(?:[,;:)]|\s[—–-])(?=\s|$)")
+
+
+def whole_ending(text: str) -> str:
+    """A text cut off by the token limit, cut back to where it can end: its last sentence end, else its last
+    clause end (when that keeps at least 40% of it), else its last whole word («…одразу після негай» never
+    shows). A text of one word (or none) is kept."""
+    text = text.rstrip()
+    ends = [m.end() for m in _SENT_END.finditer(text)]
+    if ends:
+        return text[:ends[-1]]
+    ends = [m.start() for m in _CLAUSE_END.finditer(text) if m.start() >= 0.4 * len(text)]
+    if ends:
+        return text[:ends[-1]].rstrip()
+    head = text.rsplit(None, 1)[0]
+    return head.rstrip(",;:—–- ") if head != text else text
+
+
 def free_prompt(q: Question, passages: list[str]) -> str:
     """System + numbered passages + the question (the cached prefix every tail is read after)."""
     parts = ["Фрагменти документів:\n"]
@@ -165,7 +184,16 @@ class FreeReader:
         tail = f"\nЗапитання: {q.text.strip()}"
         return cut_to_tokens(text, budget - self.a.count_tokens(tail), self.a.count_tokens) + tail
 
-    def read(self, q: Question, passages: list[str], extract: bool = True) -> Reading:
+    def answer_text(self, prompt: list[str], on_text=None) -> str:
+        """The short answer generated after ``prompt`` (``on_text`` told it as it is written): cleaned, and when
+        the token limit cut it off, ended at its last sentence or clause end (:func:`whole_ending`)."""
+        raw = self.a.generate_streamed(prompt, self.max_tokens, stop=["\n"], on_text=on_text)
+        cut = self.a.count_tokens(raw) >= self.max_tokens - 2  # at the limit (tokens re-read from text may merge)
+        return clean_answer(whole_ending(raw) if cut else raw)
+
+    def read(self, q: Question, passages: list[str], extract: bool = True, on_text=None) -> Reading:
+        """Everything the model says about ``q`` over ``passages``; ``on_text`` is told the short answer (and a
+        forced one) as it is written (``Answerer.generate_streamed``)."""
         t0 = time.perf_counter()
         a = self.a
         with a.exclusive():
@@ -176,10 +204,10 @@ class FreeReader:
                 cands = candidate_spans(q, passages)
                 lps = a.continuation_logprobs(gen, [" " + s for s in cands], max_tokens=48)
                 spans = {s: float(np.mean(x)) for s, x in zip(cands, lps)}
-            generated = clean_answer(a.generate(gen, self.max_tokens, stop=["\n"]))
+            generated = self.answer_text(gen, on_text)
             forced = ""
             if is_refusal(generated):
-                forced = clean_answer(a.generate([prefix, self._turn(self.forced_tail)], self.max_tokens, stop=["\n"]))
+                forced = self.answer_text([prefix, self._turn(self.forced_tail)], on_text)
             p_ans = a.yes_probability([prefix, self._turn(ANSWERABLE_TAIL)])
             extracted = max(spans, key=spans.get) if spans else ""
             supported = {}
@@ -320,21 +348,23 @@ def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> 
     return top, answer_page(top, q, "")
 
 
-def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, library, settings, read=None
-                ) -> FreeAnswer:
+def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, library, settings, read=None,
+                on_stage=None) -> FreeAnswer:
     """The free-form answer to ``q`` (its options are ignored) from what search ``found`` in ``library``.
 
     ``flag``: the not-in-documents flag (``flag.not_in_documents``, retrieval only; on the lexical features alone
     while documents are still embedding), asked before reading (``{}`` when ``free_flag`` is off): when it fires
     the answer is "not found" without reading; when it holds, a refusal of the model is replaced by its forced
     answer (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the
-    benchmark)."""
+    benchmark). ``on_stage(name, value)`` (the web app's) is told ``("draft", text so far)`` as the model writes
+    an answer, and ``("retry", {"k": passages, "first": the first reading's answer})`` before the retry reads."""
     s = settings
     q = q.without_options()
     reranked, timings, still = list(found.reranked), dict(found.timings), list(found.lexical_only)
     if not reranked:
         raise ValueError("nothing was retrieved for this question: is the library empty?")
-    read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free.free_mode == "extract"))
+    draft = (lambda text: on_stage("draft", text)) if on_stage else None
+    read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free.free_mode == "extract", on_text=draft))
     sw = Switches.from_settings(s)
     tries = [(s.answer.top_k_answer, s.free.free_passage_tokens)]
     if sw.retry_top_k and sw.retry_top_k > s.answer.top_k_answer:
@@ -358,6 +388,8 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
         and flag["flag_features"]["rare_absent"] < 0.5
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
+        if n and on_stage:
+            on_stage("retry", {"k": k, "first": r.forced or r.generated})
         texts, shown = passages_for(reader, q, reranked[:k], library, s.free.free_preceding and n == 0, budget,
                                     s.free.free_preceding_tokens)
         r = read(q, texts)

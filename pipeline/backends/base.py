@@ -9,7 +9,7 @@ can batch (vLLM) overrides.
 Besides its six probabilities, an ``Answerer`` has a small interface for free
 text, used by free-form answers (``pipeline.answering.freeform``) and the calibrated
 scorer's features (``pipeline.answering.features``): :meth:`Answerer.count_tokens`,
-:meth:`~Answerer.generate`, :meth:`~Answerer.continuation_logprobs`,
+:meth:`~Answerer.generate` (and :meth:`~Answerer.generate_streamed`), :meth:`~Answerer.continuation_logprobs`,
 :meth:`~Answerer.yes_log_odds` / :meth:`~Answerer.yes_probability`, and two
 hints for a backend with one prompt cache (:meth:`~Answerer.prefill`,
 :meth:`~Answerer.exclusive`). A backend without one of them raises
@@ -20,7 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
@@ -127,6 +127,16 @@ class Answerer(ABC):
         """The greedy continuation of ``prompt``: at most ``max_tokens`` tokens, ending at the model's end of
         turn or before the first of the ``stop`` strings (not included)."""
         raise self._cannot("generate text")
+
+    def generate_streamed(self, prompt: Prompt, max_tokens: int, stop: list[str] | None = None,
+                          on_text: Callable[[str], None] | None = None) -> str:
+        """:meth:`generate`, telling ``on_text`` the text so far as it grows (the web app shows it as it is
+        written). By default (the vLLM engine and a remote server) the text is not streamed: ``on_text`` is told
+        once, with the whole of it; llama.cpp tells it after each token."""
+        text = self.generate(prompt, max_tokens, stop)
+        if on_text:
+            on_text(text)
+        return text
 
     def continuation_logprobs(self, prompt: Prompt, continuations: list[str],
                               max_tokens: int | None = None) -> list[list[float]]:

@@ -254,6 +254,11 @@ class LlamaCppAnswerer(Answerer):
         return len(self._tok(text, special=True))
 
     def generate(self, prompt: Prompt, max_tokens: int, stop: list[str] | None = None) -> str:
+        return self.generate_streamed(prompt, max_tokens, stop)
+
+    def generate_streamed(self, prompt: Prompt, max_tokens: int, stop: list[str] | None = None,
+                          on_text=None) -> str:
+        """:meth:`generate`, ``on_text`` told the text so far after each token (up to a stop string)."""
         stop = [x for x in stop or [] if x]
         llm, out, text = self.llm, [], ""
         with self._lock:
@@ -267,6 +272,8 @@ class LlamaCppAnswerer(Answerer):
                 cut = min((i for i in map(text.find, stop) if i >= 0), default=-1)
                 if cut >= 0:
                     return text[:cut]
+                if on_text:
+                    on_text(text)
                 self._last = None
                 llm.eval([t])
                 logp = self._logits()
