@@ -202,7 +202,15 @@ def test_batched_continuations_are_the_one_by_one_numbers(models):
     finally:
         ans._batched = True
     assert [len(x) for x in together] == [len(x) for x in apart] and together[6] == []
-    assert max(abs(a - b) for x, y in zip(together, apart) for a, b in zip(x, y)) < 0.05
+    # the same numbers up to the kernels' rounding: a batch of 30 tokens and one of 3 take different matrix
+    # kernels. BF16 (AVX512_BF16) agrees within 0.05 a token; the shipped Q4_K_M on AVX2 (AMD EPYC Zen 3,
+    # 2026-12-07) within 0.3 a token, 0.12 on an option's mean log-probability (what the scorer reads), the same
+    # option first
+    gap = 0.05 if ans.model_format == "bf16" else 0.35
+    assert max(abs(a - b) for x, y in zip(together, apart) for a, b in zip(x, y)) < gap
+    means = [(np.mean(x), np.mean(y)) for x, y in zip(together[:6], apart[:6])]
+    assert max(abs(a - b) for a, b in means) < gap / 2
+    assert np.argmax([a for a, _ in means]) == np.argmax([b for _, b in means]) == 4  # жовтого, as the fact says
     # the cache is the prompt's again: the next call on it reads nothing new and gives the same numbers
     assert ans.llm.n_tokens == len(ans._prompt([FACT, OPTION_TAIL]))
     assert ans.continuation_logprobs([FACT, OPTION_TAIL], conts) == together
