@@ -267,7 +267,8 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
         if kind == "done":
             return val
         if val[0] == "draft":
-            yield {ui.status: "Writing the answer…", ui.answer: V.draft_markdown(val[1])}
+            draft = V.draft_markdown(val[1])
+            yield {ui.status: "Writing the answer…", **({ui.answer: draft} if draft else {})}
         elif val[0] == "retry":
             first = "its answer was not supported" if val[1]["first"] and not is_refusal(val[1]["first"]) \
                 else "the model found no answer there"

@@ -379,9 +379,12 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
 
 
 def draft_markdown(text: str) -> str:
-    """The short answer while the model writes it: its whole words so far, marked as not yet checked."""
-    words = text.strip()
-    words = words.rsplit(None, 1)[0] if len(words.split()) > 1 else words  # the last word may be half written
+    """The short answer while the model writes it: its whole words so far (the last may be half written), marked
+    as not yet checked; "" before its first whole word."""
+    whole = text.lstrip().strip("«»\"“”")
+    if len(whole.split()) < 2:
+        return ""
+    words = whole.rsplit(None, 1)[0]
     return (f"## Answer (being written…)\n**{md_escape(words, 600)} …**  \n*Not checked yet: it is read against the "
             "passages once written.*")
 

@@ -368,7 +368,16 @@ def test_a_question_without_options_gets_a_short_answer_or_not_found(alice, app,
     """Issue 13: no options → a short answer with its document, page and highlighted evidence; a question
     about something the documents do not hold → "Not found in your documents" and the closest passages."""
     ask_without_options(alice, "Скільки коштує доба паркування?")
-    expect(alice.locator("#answer")).to_contain_text("150", timeout=ANSWER_TIMEOUT)
+    # issue 48: the answer shows as the model writes it (whole words), before the status says it is done
+    expect(alice.locator("#answer")).to_contain_text("being written", timeout=ANSWER_TIMEOUT)
+    draft = text_of(alice, "answer")
+    assert "Answered" not in text_of(alice, "ask-status") and re.search(r"\w …", draft), draft
+    shot(alice, out_dir, "02c2-ask-free-streaming.png")
+    expect(alice.locator("#ask-status")).to_contain_text("Answered", timeout=ANSWER_TIMEOUT)
+    expect(alice.locator("#answer")).to_contain_text("150")
+    answer = alice.locator("#answer strong").first.inner_text().strip()
+    page_words = set(re.findall(r"\w+", "".join(p.get_text() for p in pymupdf.open(stream=D.parking_pdf())).lower()))
+    assert re.findall(r"\w+", answer.lower())[-1] in page_words, (answer, draft)  # ends on a whole word
     expect(alice.locator("#answer")).to_contain_text("parking.pdf")
     expect(alice.locator("#answer")).to_contain_text("page 1")
     expect(alice.locator("#evidence-crop img").first).to_be_visible()
