@@ -91,7 +91,9 @@ def visit(url: str, v: Visitor, pdf_dir: Path, stats: Stats, deadline: float) ->
 
     path = pdf_dir / v.file_name
     path.write_bytes(v.pdf())
-    c = Client(url, verbose=False)
+    # outputs only (no file downloads): a page image is served only to the browser holding its library's reader
+    # cookie (docs/privacy.md), and the load test reads the answer's text
+    c = Client(url, verbose=False, download_files=False)
 
     def call(kind: str, *args, api: str):
         return stats.timed(kind, lambda: c.submit(*args, api_name=api).result(timeout=1800))
