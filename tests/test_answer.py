@@ -58,6 +58,17 @@ def test_letter_probabilities_are_mapped_back_to_the_options(models):
     assert check["stable"]
 
 
+def test_a_question_with_two_options_scores_only_those(models):
+    """Issue 48: fewer than six options: the blank ones get 0 under every scorer (the letter scorer reads all six
+    letters), the given ones sum to 1, and the stated colour wins."""
+    two = Question("2", Q.text, ["синього", "жовтого", "", "", "", ""])
+    for scorer in ("letter", "listed"):
+        a = score_options(models.answerer, two, [cand(TEXT)], load_settings(scorer=scorer))
+        assert [a.probabilities[L] for L in "CDEF"] == [0.0] * 4, (scorer, a.probabilities)
+        best = max(a.probabilities, key=a.probabilities.get)
+        assert np.isclose(a.probabilities["A"] + a.probabilities["B"], 1) and best == "B", (scorer, a.probabilities)
+
+
 def test_answer_orders_average_the_options_over_cyclic_orders(models):
     """``answer_orders`` 6: the listed scorer (whose answer can follow the order) averaged over every cyclic
     order, so the same question with its options rotated gets the same probabilities under the options' own

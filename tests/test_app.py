@@ -347,6 +347,19 @@ def test_documents_table_shows_searchable_then_indexed_and_the_answer_says_lexic
     assert "lexical only" not in answer_markdown(q, a)
 
 
+def test_fewer_than_six_options_are_said_and_only_those_charted():
+    """Issue 48: a two-option question says "2 options given" and its chart has no empty C–F bars."""
+    from pipeline.types import Answer, Question
+    from webapp.views import answer_markdown, probs_frame
+
+    q = Question("q", "?", ["так", "ні", "", "", "", ""])
+    a = Answer("B", {"A": 0.2, "B": 0.8, "C": 0, "D": 0, "E": 0, "F": 0}, "r.pdf", "h", 3, [], [], {})
+    assert "2 options given (A, B): only these were scored." in answer_markdown(q, a)
+    assert list(probs_frame(a.probabilities, options=q.options)["option"]) == ["A", "B"]
+    six = Question("q", "?", list("abcdef"))
+    assert "options given" not in answer_markdown(six, a) and len(probs_frame(a.probabilities, options=six.options)) == 6
+
+
 def test_the_answer_says_when_it_stood_on_the_top_passage_alone():
     from pipeline.types import Answer, Question
     from webapp.views import answer_markdown

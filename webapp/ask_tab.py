@@ -302,7 +302,7 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
     if not found:  # no answer: the lines are what the model leaned on, not why an answer is right
         why = why.replace("**Why this answer**", "**What the model leaned on (not an answer)**", 1)
     yield {**_answered(ui, t_click, found), ui.answer: V.answer_markdown(q, a, titles, scorer, held),
-           ui.probs: gr.update(value=V.probs_frame(a.probabilities), visible=True,
+           ui.probs: gr.update(value=V.probs_frame(a.probabilities, options=q.options), visible=True,
                                label=V.chart_title(scorer) if found else NOT_ANSWER_CHART),
            ui.crop: gr.update(value=crop, label=crop_label), ui.page: gr.update(value=img, label=page_label),
            ui.why: why, ui.cands: df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), ui.refs: refs,

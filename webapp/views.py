@@ -167,11 +167,25 @@ SCORE_KEYS = ["rerank", "page", "fused", "dense", "lexical", "option_dense", "op
 CANDIDATE_TEXT_CHARS = 150  # a row stays three or four lines high: several candidates fit at 720 px
 
 
-def probs_frame(probabilities: dict[str, float], series: str | None = None) -> pd.DataFrame:
-    rows = {"option": list(LETTERS), "probability": [float(probabilities.get(L, 0.0)) for L in LETTERS]}
+def probs_frame(probabilities: dict[str, float], series: str | None = None, options=None) -> pd.DataFrame:
+    """The chart's rows: one per option (with ``options``, the question's, only the given ones)."""
+    letters = given_letters(options) if options is not None else list(LETTERS)
+    rows = {"option": letters, "probability": [float(probabilities.get(L, 0.0)) for L in letters]}
     if series:
-        rows["scorer"] = [series] * len(LETTERS)
+        rows["scorer"] = [series] * len(letters)
     return pd.DataFrame(rows)
+
+
+def given_letters(options) -> list[str]:
+    return [L for L, o in zip(LETTERS, options) if (o or "").strip()]
+
+
+def options_given_note(options) -> str:
+    """For a question with fewer than six options: how many were given ("" for six)."""
+    letters = given_letters(options)
+    if len(letters) == len(LETTERS):
+        return ""
+    return f"{len(letters)} options given ({', '.join(letters)}): only these were scored."
 
 
 SCORER_TITLES = {"option": "Option likelihood", "listed": "Option likelihood (all six options read first)",
@@ -267,6 +281,8 @@ def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None
     p = a.probabilities.get(a.letter, 0.0)
     lines = [f"## Answer: {a.letter}", f"**{a.letter})** {md_escape(q.options[i], 400)}  ", confidence_text(p, held),
              ""]
+    if note := options_given_note(q.options):
+        lines[-1:-1] = [f"*{note}*"]
     if a.doc_name:
         label = doc_label((titles or {}).get(a.doc_name, ""), a.doc_name)
         lines.append(f"**Document:** {md_escape(label)} — **page {a.page}**")

@@ -98,9 +98,23 @@ def score_options(answerer: Answerer, q: Question, chosen: list[Candidate], s: S
                   first.prompt_tokens, sum(sc.seconds for _, sc in runs), first.features)
 
 
+def given_only(sc: Scores, q: Question) -> Scores:
+    """``sc`` with the probability of each empty option (a question with fewer than six) set to 0 and the given
+    ones renormalised: a scorer that reads the six letters (``letter``) would otherwise leave some on a blank one."""
+    empty = [L for L, o in zip(LETTERS, q.options) if not o.strip()]
+    total = sum(p for L, p in sc.probabilities.items() if L not in empty)
+    if empty and total > 0:
+        sc.probabilities = {L: (0.0 if L in empty else p / total) for L, p in sc.probabilities.items()}
+    return sc
+
+
 def score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
-    """The options scored once, in their given order; ``calibrated`` combines per-option features
-    (pipeline.answering.calibration)."""
+    """The options scored once, in their given order (empty options get 0: :func:`given_only`)."""
+    return given_only(_score_once(answerer, q, chosen, s), q)
+
+
+def _score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Settings) -> Scores:
+    """``calibrated`` combines per-option features (pipeline.answering.calibration)."""
     if s.answer.scorer == "listed" and s.answer.listed_support_weight:
         from .calibration import with_support
 
