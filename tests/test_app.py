@@ -610,6 +610,10 @@ def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
     assert len(ui.stops) == 0  # no flag left behind
     E.on_stop(ui, first)  # a Stop after the run ended does nothing (and keeps nothing)
     assert len(ui.stops) == 0
+    # issue 48: a reload shows the newest run, and the saved runs are named at the top
+    assert E.newest_run(ctx, ui, sid)[ui.shown] == "second"
+    assert "**Saved runs** (newest first): second, first." in E.runs_choices(ctx, ui, sid)[ui.saved]
+    assert E.newest_run(ctx, ui, new_session_id()) == {} and E.saved_line([]) == ""
 
 
 def test_the_indexing_table_says_indexed_once_a_document_is():

@@ -114,6 +114,7 @@ class Stoppable:
 
 @dataclass
 class EvaluateTab:
+    saved: gr.Markdown  # the saved runs, named at the top
     csv_in: gr.File
     run_name: gr.Textbox
     check_order: gr.Checkbox
@@ -154,7 +155,12 @@ class EvaluateTab:
 
     @property
     def load_outputs(self) -> list:
-        return [self.run_a, self.run_b]
+        return [self.run_a, self.run_b, self.saved]
+
+    @property
+    def shown_outputs(self) -> list:
+        """What :func:`run_views` sets (a saved run shown)."""
+        return self.run_outputs[1:]
 
     @property
     def run_outputs(self) -> list:
@@ -173,7 +179,7 @@ class EvaluateTab:
 
 
 def _run_controls(ctx: Context) -> dict:
-    got = {}
+    got = {"saved": gr.Markdown(elem_id="saved-runs", latex_delimiters=[])}  # at the top, where a person looks
     with gr.Row():
         got["csv_in"] = gr.File(label="Questions CSV: six-option (the competition's format) or free-form "
                                       "(Question_ID, Question[, Answer, Doc_ID, Page_Num]; an empty Answer = "
@@ -259,7 +265,26 @@ def runs_choices(ctx: Context, ui: EvaluateTab, sid: str) -> dict:
     """The two run pickers' choices: the newest run as "after", the one before it as "before"."""
     names = R.list_runs(ctx.store.runs_dir(sid))
     return {ui.run_a: gr.update(choices=names, value=names[1] if len(names) > 1 else (names[0] if names else None)),
-            ui.run_b: gr.update(choices=names, value=names[0] if names else None)}
+            ui.run_b: gr.update(choices=names, value=names[0] if names else None), ui.saved: saved_line(names)}
+
+
+def saved_line(names: list[str], most: int = 8) -> str:
+    """The saved runs, newest first, named at the top of the tab ("" when there is none)."""
+    if not names:
+        return ""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return (f"**Saved runs** (newest first): {', '.join(V.md_escape(n) for n in names[:most])}{more}. Open or "
+            "compare any of them under *Compare two saved runs* at the bottom.")
+
+
+def newest_run(ctx: Context, ui: EvaluateTab, sid: str) -> dict:
+    """The newest saved run's views (a reload shows it again); {} when there is none."""
+    names = R.list_runs(ctx.store.runs_dir(sid)) if valid_session_id(sid) else []
+    try:
+        return run_views(ctx, ui, sid, names[0]) if names else {}
+    except (OSError, ValueError, KeyError) as e:  # a damaged run must not stop the page loading
+        log.warning("the newest run %s not shown: %s", names[0], e)
+        return {}
 
 
 def _missing_note(ctx: Context, sid, questions: list) -> str:

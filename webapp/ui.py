@@ -97,7 +97,8 @@ def on_load(ctx: Context, page: _Page, stored):
     the token for their files, their documents and their saved runs."""
     sid = stored if ctx.store.issued(stored) else ctx.store.new_id()
     return {page.stored: sid, page.sid: sid, page.reader: ctx.store.reader_token(ctx.store.files_key(sid)),
-            **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid)}
+            **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid),
+            **evaluate_tab.newest_run(ctx, page.evaluate, sid)}
 
 
 def on_ask_page(ctx: Context, page: _Page, sid):
@@ -152,7 +153,8 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
         ask_tab.wire(ctx, page.ask, page.sid)
         evaluate_tab.wire(ctx, page.evaluate, page.sid)
         demo.load(bind(on_load, ctx, page), [page.stored],
-                  [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs, page.reader],
+                  [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs, page.reader,
+                   *page.evaluate.shown_outputs],
                   api_name="on_load") \
             .then(None, [page.reader], None, js=SET_READER_JS)
         ask_page.select(bind(on_ask_page, ctx, page), [page.sid], [page.ask.examples], queue=False,

@@ -574,6 +574,14 @@ def test_evaluate_runs_a_free_form_csv(alice, out_dir, tmp_path):
     assert set(rows) == {"f1", "f2"}, rows
     assert "150" in rows["f1"][2], rows  # the answer text in the Answer column
     shot(alice, out_dir, "03d-evaluate-free-form.png")
+    # issue 48: after a reload Evaluate shows the newest run again, and names the saved runs at the top
+    alice.reload()
+    alice.wait_for_function("() => !!localStorage.getItem('pdfqa-session')")
+    tab(alice, "Evaluate")
+    expect(alice.locator("#saved-runs")).to_contain_text("Saved runs (newest first): free", timeout=30_000)
+    expect(alice.locator("#score")).to_contain_text("token F1")
+    assert "f1" in {r[0] for r in table_rows(alice, "question-table")}
+    shot(alice, out_dir, "03e-evaluate-after-reload.png")
 
 
 @pytest.mark.timeout(600)
