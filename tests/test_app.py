@@ -616,6 +616,45 @@ def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
     assert E.newest_run(ctx, ui, new_session_id()) == {} and E.saved_line([]) == ""
 
 
+def test_run_the_sample_questions_adds_only_the_sample_pdfs_the_library_lacks(tmp_path):
+    """Issue 48: "Run the sample questions" adds the sample corpus's PDFs the library lacks (a stand-in library
+    here, recording what it is given: the handler's choice is tested, not indexing) and reads its questions."""
+    import gradio as gr
+
+    from types import SimpleNamespace
+
+    from pipeline.documents.ingest import list_pdfs
+    from pipeline.settings import load_settings
+    from webapp import evaluate_tab as E
+    from webapp.common import Context
+
+    sample = Path("assets/sample")
+    pdfs = [p.name for p in list_pdfs(sample)]
+    added = []
+
+    class Pipe:  # a library that holds the first sample PDF and records what is added
+        library = type("Lib", (), {"documents": lambda self: [SimpleNamespace(name=pdfs[0]), *(
+            SimpleNamespace(name=n) for n in added)]})()
+
+        def add_pdf(self, data, name):
+            assert data[:4] == b"%PDF"
+            added.append(name)
+
+    settings = load_settings(data_dir=tmp_path)
+    ctx = Context(settings, SessionStore(tmp_path, lambda root: Pipe(), closer=lambda p: None), sample)
+    with gr.Blocks():
+        ui = E.layout(ctx)
+    sid = new_session_id()
+    got = E.on_sample_questions(ctx, ui, sid)
+    assert added == pdfs[1:] and f"{len(pdfs) - 1} sample PDFs added" in got[ui.message], got[ui.message]
+    questions, problems, free = got[ui.parsed]
+    assert len(questions) == 12 and not free and questions[0].gold_doc in pdfs
+    again = E.on_sample_questions(ctx, ui, sid)  # all there now: nothing added twice
+    assert added == pdfs[1:] and "the sample PDFs are in the library" in again[ui.message]
+    none = E.on_sample_questions(Context(settings, ctx.store, tmp_path / "none"), ui, sid)
+    assert none[ui.parsed] is None and "No sample corpus found" in none[ui.message]
+
+
 def test_the_indexing_table_says_indexed_once_a_document_is():
     from pipeline.index import DocInfo
     from webapp.library_tab import LATER, status_after

@@ -23,6 +23,7 @@ import gradio as gr
 
 from pipeline.checks import missing_gold_documents, missing_gold_note
 from pipeline.errors import UserError
+from pipeline.documents.ingest import list_pdfs, safe_name
 from pipeline.evaluation import metric as M
 from pipeline.evaluation.free import evaluate_free, is_free_form, read_free_questions
 from pipeline.evaluation.questions import read_questions
@@ -115,6 +116,7 @@ class Stoppable:
 @dataclass
 class EvaluateTab:
     saved: gr.Markdown  # the saved runs, named at the top
+    sample_btn: gr.Button
     csv_in: gr.File
     run_name: gr.Textbox
     check_order: gr.Checkbox
@@ -193,6 +195,8 @@ def _run_controls(ctx: Context) -> dict:
             with gr.Row():
                 got["run_btn"] = gr.Button("Run", variant="primary", elem_id="run")
                 got["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False)
+            got["sample_btn"] = gr.Button("Run the sample questions (adds the sample PDFs to the library)",
+                                          elem_id="run-sample", size="sm")
     got["progress"] = gr.HTML(elem_id="eval-progress")
     got["message"] = gr.Markdown(elem_id="eval-message", latex_delimiters=[])
     with gr.Row():
@@ -388,6 +392,29 @@ def on_validate(ctx: Context, ui: EvaluateTab, sid, csv_file):
                 **({ui.csv_in: None} if read and csv_file else {})}
 
 
+def on_sample_questions(ctx: Context, ui: EvaluateTab, sid):
+    """"Run the sample questions": the sample corpus's PDFs the library lacks added (as the Library tab's "Load
+    the sample corpus"), then its questions read for the run; like :func:`on_validate`, a problem is said beside
+    Run and it never raises."""
+    try:
+        need_sid(sid)
+        pdfs = list_pdfs(ctx.sample_dir) if ctx.sample_dir.is_dir() else []
+        csv_path = ctx.sample_dir / "questions.csv"
+        if not pdfs or not csv_path.is_file():
+            raise user_error(f"No sample corpus found in {ctx.sample_dir}/.")
+        with ctx.store.open(sid) as pipe:
+            have = {d.name for d in pipe.library.documents()}
+            new = [p for p in pdfs if safe_name(p.name) not in have]
+            for p in new:
+                pipe.add_pdf(p.read_bytes(), p.name)
+        questions, problems = read_questions(csv_path.read_bytes(), max_questions=ctx.settings.limits.max_questions)
+        added = f"{V.plural(len(new), 'sample PDF')} added to the library" if new else "the sample PDFs are in the library"
+        return {ui.parsed: (questions, problems, False), ui.message: f"Sample questions: {added}."}
+    except Exception as e:
+        said = html.unescape(str(e.message)) if isinstance(e, gr.Error) else message(e, "loading the sample corpus")
+        return {ui.parsed: None, ui.message: f"⚠ **Not run:** {V.md_escape(said, 600)}"}
+
+
 def on_go(parsed):
     """Stops the run's chain after a refusal, which is said beside Run already: the one error raised outside the
     queue on purpose (Gradio's page shows nothing of it, and it has no outputs to mark; see common.QUIET)."""
@@ -578,15 +605,24 @@ def on_pick(ui: EvaluateTab):
     return {ui.compare_md: "", ui.compare_pics: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS)}
 
 
-def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
-    quiet = QUIET  # see common.QUIET: on_validate says a refusal and never raises; on_go only stops the chain
-    ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed, ui.message, ui.csv_in], **quiet) \
-        .then(on_go, [ui.parsed], None, **quiet) \
+def _then_run(ctx: Context, ui: EvaluateTab, sid: gr.State, first) -> None:
+    """After a step that sets ``parsed`` (a CSV read, or the sample's questions): the run, unless it was refused."""
+    quiet = QUIET
+    first.then(on_go, [ui.parsed], None, **quiet) \
         .success(bind(on_start, ui), [ui.parsed], [ui.progress, ui.token, ui.run_btn, ui.stop_btn, ui.message,
                                                    *ui.trace_parts, *ui.cleared], **quiet) \
         .success(bind(on_run, ctx, ui), [sid, ui.parsed, ui.run_name, ui.check_order, ui.token],
                  [ui.progress, *ui.run_outputs, *ui.load_outputs], show_progress="hidden", **ctx.model_work) \
         .then(bind(on_finish, ui), [ui.token], [ui.run_btn, ui.stop_btn], **quiet)
+
+
+def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
+    quiet = QUIET  # see common.QUIET: on_validate says a refusal and never raises; on_go only stops the chain
+    for first in (ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed, ui.message, ui.csv_in],
+                                   **quiet),
+                  ui.sample_btn.click(bind(on_sample_questions, ctx, ui), [sid], [ui.parsed, ui.message],
+                                      show_progress_on=[ui.message], **ctx.model_work)):
+        _then_run(ctx, ui, sid, first)
     ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
     ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
     ui.delete_btn.click(bind(on_delete_run, ctx, ui), [sid, ui.run_b, ui.delete_ok, ui.shown],

@@ -26,7 +26,7 @@ from pipeline.types import Question
 from . import ask_tab, evaluate_tab, library_tab
 from .common import Context, bind
 from .files import SET_READER_JS, UPLOAD_MINUTES, FileGuard
-from .sessions import SessionStore
+from .sessions import SessionStore, valid_session_id
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,11 @@ def on_load(ctx: Context, page: _Page, stored):
             **evaluate_tab.newest_run(ctx, page.evaluate, sid)}
 
 
+def on_library_page(ctx: Context, page: _Page, sid, pick):
+    """The documents as they are now (the sample corpus may have been added from Evaluate), the pick kept."""
+    return library_tab.library_views(ctx, page.library, sid, keep=pick) if valid_session_id(sid) else gr.skip()
+
+
 def on_ask_page(ctx: Context, page: _Page, sid):
     return {page.ask.examples: gr.update(visible=ask_tab.examples_visible(ctx, sid))}
 
@@ -111,7 +116,7 @@ def about_model(settings) -> str:
     return f"Answer model: {n['model']}" + (f" ({n['format'].upper()}; {n['why']})" if "format" in n else "")
 
 
-def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
+def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab, gr.Tab]:
     # uploads are deleted once read; one never read (a CSV left unrun) goes within UPLOAD_MINUTES (and a half)
     age = UPLOAD_MINUTES * 60
     with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(age // 2, age)) as demo:
@@ -123,13 +128,13 @@ def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab]:
                     + (" *Shared library: everyone sees the same documents.*" if ctx.store.shared
                        else " Your library is private to this browser.") + f" <sub>{about_model(ctx.settings)}</sub>")
         with gr.Tabs():
-            with gr.Tab("Library", id="library"):
+            with gr.Tab("Library", id="library") as library_page:
                 library = library_tab.layout(ctx)
             with gr.Tab("Ask", id="ask") as ask_page:
                 ask = ask_tab.layout(ctx)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluation = evaluate_tab.layout(ctx)
-    return demo, _Page(stored, sid, reader, library, ask, evaluation), ask_page
+    return demo, _Page(stored, sid, reader, library, ask, evaluation), ask_page, library_page
 
 
 def build_app(settings: Settings, *, models: Models | None = None, sample_dir: Path | str = "assets/sample",
@@ -147,7 +152,7 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
     gr.set_static_paths([store.files_root])  # served from there (no copy in Gradio's cache), to their owner only
     ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
                   dict(concurrency_limit=settings.web.model_concurrency, concurrency_id="model"))
-    demo, page, ask_page = _layout(ctx, data_dir)
+    demo, page, ask_page, library_page = _layout(ctx, data_dir)
     with demo:
         library_tab.wire(ctx, page.library, page.sid)
         ask_tab.wire(ctx, page.ask, page.sid)
@@ -159,4 +164,6 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
             .then(None, [page.reader], None, js=SET_READER_JS)
         ask_page.select(bind(on_ask_page, ctx, page), [page.sid], [page.ask.examples], queue=False,
                         show_progress="hidden")
+        library_page.select(bind(on_library_page, ctx, page), [page.sid, page.library.remove_pick],
+                            page.library.load_outputs, queue=False, show_progress="hidden")
     return App(demo, store)

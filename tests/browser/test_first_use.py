@@ -221,3 +221,22 @@ def test_one_real_leaflet_uploaded_its_question_gets_an_answer_not_not_found(ole
     said = text_of(olena, "answer")
     assert "Not found" not in said and "Answer: E" in said and "page 1" in said, said
     snap(olena, out_dir, "ask", "ask-one-leaflet.png")
+
+
+pavlo = visitor_fixture("pavlo")
+
+
+@pytest.mark.timeout(900)
+def test_run_the_sample_questions_from_an_empty_library(pavlo, out_dir):
+    """Issue 48: a newcomer with an empty library presses "Run the sample questions": the sample corpus goes into
+    the library and its 12 questions are run (stopped after the first here, to keep CI short) and scored."""
+    tab(pavlo, "Evaluate")
+    pavlo.locator("#run-sample").click()
+    expect(pavlo.locator("#eval-message")).to_contain_text("Starting a run of 12 questions", timeout=ANSWER_TIMEOUT)
+    expect(pavlo.locator("#eval-progress")).to_contain_text("1 / 12", timeout=ANSWER_TIMEOUT)
+    pavlo.locator("#stop").click()
+    expect(pavlo.locator("#eval-message")).to_contain_text("stopped after", timeout=ANSWER_TIMEOUT)
+    expect(pavlo.locator("#score")).to_contain_text("accuracy")
+    tab(pavlo, "Library")
+    for name in ("biblioteka_pravyla.pdf", "futbol_reglament.pdf", "lozhenci_instrukciia.pdf", "termostat_posibnyk.pdf"):
+        expect(pavlo.locator("#documents")).to_contain_text(name, timeout=30_000)
