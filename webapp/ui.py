@@ -42,6 +42,7 @@ CSS = """
 #ask-status, #eval-progress {font-weight: 600}
 #stale-note {background: #fef3c7; border-radius: 4px}
 #evidence-crop img, #evidence-page img {padding-top: 30px; box-sizing: content-box}
+#answer {scroll-margin-top: 56px}  /* scrolled to after Answer: the evidence tabs beside it stay in view */
 """
 
 
