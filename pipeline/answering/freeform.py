@@ -383,9 +383,10 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     # dense+lexical basis, or on the lexical one while documents are still embedding (asked at once after an upload,
     # as the indexed library's dense model would most likely hold); not on an embedder whose flag is lexical for good
     # (its lexical model catches a minority of absent documents: the model's own judgements decide there)
-    # never where most of the question's rarest words occur in no document (its fact is not here: a refusal stands)
+    # never where two of the question's words (not common ones) occur in no form in any document (its fact is not
+    # here: a refusal stands; the flag's rare_absent no longer says it, its rarest words being the language's)
     present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still)) \
-        and flag["flag_features"]["rare_absent"] < 0.5
+        and len(flag["flag_features"].get("absent_words") or []) < 2
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
         if n and on_stage:
