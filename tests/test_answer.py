@@ -44,8 +44,11 @@ def test_option_likelihood_does_not_see_the_order(models):
     assert [r["order"] for r in check["orders"]] == ["ABCDEF", "BCDEFA", "CDEFAB", "DEFABC", "EFABCD", "FABCDE"]
     assert check["stable"] and {r["answer"] for r in check["orders"]} == {"E"}
     first = np.array([check["orders"][0]["probabilities"][L] for L in "ABCDEF"])
+    # the shipped Q4_K_M on AVX2 rounds more between batch shapes (AMD EPYC Zen 3, 2026-12-07: up to 0.039 apart;
+    # test_llama_cpp's batched test); a wrong mapping moves 0.6 of probability
+    atol = 0.02 if models.answerer.model_format == "bf16" else 0.05
     for r in check["orders"][1:]:
-        assert np.allclose([r["probabilities"][L] for L in "ABCDEF"], first, atol=0.02)
+        assert np.allclose([r["probabilities"][L] for L in "ABCDEF"], first, atol=atol)
 
 
 def test_letter_probabilities_are_mapped_back_to_the_options(models):
