@@ -857,6 +857,7 @@ def test_files_live_under_the_library_and_go_with_what_they_belong_to(tmp_path):
 
 def test_the_file_guard_serves_a_library_s_files_to_its_reader_only(tmp_path, monkeypatch):
     import asyncio
+    import threading
 
     from webapp import files as F
 
@@ -886,7 +887,10 @@ def test_the_file_guard_serves_a_library_s_files_to_its_reader_only(tmp_path, mo
     guard = F.FileGuard(app, s)
     for headers in ([], [(b"cookie", cookie.encode())]):
         scope = {"type": "http", "path": f"/gradio_api/file={mine}", "headers": headers}
-        asyncio.run(guard(scope, None, send))
+        # in a thread of its own: the browser tests' Playwright (sync API) leaves an event loop running in this one
+        t = threading.Thread(target=asyncio.run, args=(guard(scope, None, send),))
+        t.start()
+        t.join(30)
     assert sent[0]["status"] == 404 and passed == [f"/gradio_api/file={mine}"]
 
 
