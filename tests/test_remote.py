@@ -42,13 +42,15 @@ def served_model():
 
 
 @pytest.fixture(scope="module")
-def llama_server():
+def llama_server(models):
     """The server over the very file the in-process model loads (the measured answer path's format,
-    ``answer_path``), so the two are compared on the same weights."""
+    ``answer_path``) and with its extra weight buffers on or off as the in-process model has them (they round
+    differently), so the two are compared on the same weights and kernels."""
     port = free_port()
     cmd = [sys.executable, "-m", "pipeline.backends.llama_server", "--model", str(served_model()), "--n_ctx", "4096",
            "--n_threads", "2", "--host", "127.0.0.1", "--port", str(port)]
-    with server(cmd, f"http://127.0.0.1:{port}/v1/models", timeout=180):
+    buffers = {"PDFQA_LLAMA_EXTRA_BUFFERS": "on" if models.answerer.extra else "off"}
+    with server(cmd, f"http://127.0.0.1:{port}/v1/models", timeout=180, env=buffers):
         yield f"http://127.0.0.1:{port}/v1"
 
 
