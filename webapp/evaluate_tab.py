@@ -281,14 +281,15 @@ def saved_line(names: list[str], most: int = 8) -> str:
             "compare any of them under *Compare two saved runs* at the bottom.")
 
 
-def newest_run(ctx: Context, ui: EvaluateTab, sid: str) -> dict:
-    """The newest saved run's views (a reload shows it again); {} when there is none."""
+def newest_run(ctx: Context, ui: EvaluateTab, sid: str) -> dict | None:
+    """The newest saved run's views (a reload shows it again); None when there is none (a helper merged into the
+    page's load, not a handler's output)."""
     names = R.list_runs(ctx.store.runs_dir(sid)) if valid_session_id(sid) else []
     try:
-        return run_views(ctx, ui, sid, names[0]) if names else {}
+        return run_views(ctx, ui, sid, names[0]) if names else None
     except (OSError, ValueError, KeyError) as e:  # a damaged run must not stop the page loading
         log.warning("the newest run %s not shown: %s", names[0], e)
-        return {}
+        return None
 
 
 def _missing_note(ctx: Context, sid, questions: list) -> str:

@@ -99,7 +99,7 @@ def on_load(ctx: Context, page: _Page, stored):
     sid = stored if ctx.store.issued(stored) else ctx.store.new_id()
     return {page.stored: sid, page.sid: sid, page.reader: ctx.store.reader_token(ctx.store.files_key(sid)),
             **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid),
-            **evaluate_tab.newest_run(ctx, page.evaluate, sid)}
+            **(evaluate_tab.newest_run(ctx, page.evaluate, sid) or {})}
 
 
 def on_library_page(ctx: Context, page: _Page, sid, pick):
