@@ -8,11 +8,10 @@ from functools import lru_cache
 # italic word was a term of its own, invisible to BM25 and to the flag). Markdown's other marks (**, `, |, #, >)
 # are not word characters; a link's target is dropped ("[text](https://…)" counts as its text), a soft hyphen
 # removed and a word hyphenated across a line break joined ("випус-\nку" → "випуску").
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+WORD = re.compile(r"[^\W_]+", re.UNICODE)  # also where Markdown words meet the PDF's (documents.ingest)
 _APOS = re.compile(r"[’'ʼ`]")
 _LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
 _LINE_HYPHEN = re.compile(r"(?<=[^\W\d_])[-\u00ad]\s*\n\s*(?=[^\W\d_])")
-TOKENIZER_VERSION = 2  # 1: "\w+" (kept "_"); 2: Markdown marks, link targets, line-break hyphens (issue 49)
 
 # Function words that carry no evidence (Ukrainian; BM25's idf handles the rest).
 STOP = set("""і й та а але або чи що як це цей ця ці той та ті в у на до з із зі за від по при про для без над під між
@@ -44,7 +43,7 @@ def plain(text: str) -> str:
 def words(text: str) -> list[str]:
     """A text's words, lower-cased, without function words and free of Markdown marks:
     ``words("_Дорослим:_ **Жінкам**")`` → ``["дорослим", "жінкам"]``."""
-    return [w for w in _WORD.findall(plain(text.lower())) if w not in STOP]
+    return [w for w in WORD.findall(plain(text.lower())) if w not in STOP]
 
 
 TERM_CHARS = 6  # a content term is its lemma's first characters (see content_terms)
@@ -91,4 +90,4 @@ _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 
 def fold_homoglyphs(text: str) -> str:
     """Latin look-alike letters inside Cyrillic words made Cyrillic (PDFs often mix them: "лiкування")."""
-    return _WORD.sub(lambda m: m[0].translate(_LATIN_LOOKALIKE) if _CYRILLIC.search(m[0]) else m[0], text)
+    return WORD.sub(lambda m: m[0].translate(_LATIN_LOOKALIKE) if _CYRILLIC.search(m[0]) else m[0], text)

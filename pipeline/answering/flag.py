@@ -73,14 +73,12 @@ def rarity(word: str) -> float:
 COMMON = 2.5  # rarity at or below this (Zipf ≥ 5.5: «має», «чого», «зробити») never names a missing word
 
 
-def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate],
-                  top_docs: int = 5) -> dict:
+def flag_features(library, q: Question, reranked: list[Candidate], evidence: list[Candidate]) -> dict:
     """Retrieval-only signals that the question's document is in the library (higher = more likely present).
 
     Their meaning does not change with the library's size: the question's words are weighted by how rare they
     are in the language (:func:`rarity`) and compared with the evidence read, with the top candidate's document
-    (``…doc1``), with the documents of the top ``top_docs`` candidates (``…docs``), and (``rare_absent``) with
-    every document. ``q_cov_idf`` (words weighted by this
+    (``…doc1``), and (``rare_absent``) with every document. ``q_cov_idf`` (words weighted by this
     library's document frequencies) is kept for the records, not used by the shipped models. The dense features
     are None when no candidate has a dense score (a chunk without a vector is not a zero)."""
     df, n = library.doc_freq()
@@ -94,11 +92,7 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
     for c in evidence:
         ev |= _terms(f"{c.chunk.prefix} {c.chunk.heading} {c.chunk.body}")
     first = library.doc_terms(reranked[0].chunk.doc_hash) if reranked else frozenset()
-    held = set(first)
-    for h in dict.fromkeys(c.chunk.doc_hash for c in reranked[1:top_docs]):
-        held |= library.doc_terms(h)
     covered = {t for t, rs in qr.items() if rs & ev}
-    in_docs = {t for t, rs in qr.items() if rs & held}
     in_first = {t for t, rs in qr.items() if rs & first}
     idf = {t: np.log((n + 1) / (d + 0.5)) for t, d in qdf.items()}
     tot, tot_info = sum(idf.values()) or 1.0, sum(info.values()) or 1.0
@@ -114,13 +108,10 @@ def flag_features(library, q: Question, reranked: list[Candidate], evidence: lis
         "q_cov": share(qr, covered),
         "q_cov_idf": float(sum(v for t, v in idf.items() if t in covered) / tot),
         "q_cov_info": float(sum(info[t] for t in covered) / tot_info),
-        "q_docs_info": float(sum(info[t] for t in in_docs) / tot_info),
         "q_doc1_info": float(sum(info[t] for t in in_first) / tot_info),
         "rare_cov": share(rare, covered),
-        "rare_docs": share(rare, in_docs),
         "rare_doc1": share(rare, in_first),
         "rare_absent": (sum(qdf[t] == 0 for t in rare) / len(rare)) if rare else 0.0,
-        "rare_info": float(np.mean([info[t] for t in rare])) if rare else 0.0,
         "opt_cov_max": max(opt_cov) if opt_cov else 0.0,
         "opt_cov_mean": float(np.mean(opt_cov)) if opt_cov else 0.0,
         "dense_top": float(max(dense)) if dense else None,

@@ -26,6 +26,7 @@ import pymupdf
 import pymupdf4llm
 
 from ..errors import IngestError
+from ..text import WORD
 from .page_budget import heavy_page
 from .titles import title_of
 from ..types import Document, Page
@@ -33,7 +34,6 @@ from ..types import Document, Page
 pymupdf4llm.use_layout(False)  # fast mode: ~10x faster than the layout model
 pymupdf.TOOLS.mupdf_display_errors(False)
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)  # no "_": Markdown italics ("_Дорослим:_") must match the PDF word
 _HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 _BOLD_LINE = re.compile(r"^\s*\*\*([^*]{2,120})\*\*\s*:?\s*$")
 _RUN_IN = re.compile(r"^\s*\*\*([^*]{2,80}?)\s*[.:]\s*\*\*")  # "**Склад.** text..." run-in heading
@@ -102,8 +102,8 @@ def _clean_pages(texts: list[str], share: float, edge_lines: int = 0) -> list[st
 
 def _align(markdown: str, words: list) -> list[int]:
     """For each character of ``markdown``, the index of the PDF word it shows (or -1)."""
-    md = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(markdown)]
-    pw = [(m.group().lower(), i) for i, w in enumerate(words) for m in _WORD.finditer(w[4])]
+    md = [(m.group().lower(), m.start(), m.end()) for m in WORD.finditer(markdown)]
+    pw = [(m.group().lower(), i) for i, w in enumerate(words) for m in WORD.finditer(w[4])]
     word_at = [-1] * len(markdown)
     sm = SequenceMatcher(None, [t for t, _, _ in md], [t for t, _ in pw], autojunk=False)
     for a, b, size in sm.get_matching_blocks():

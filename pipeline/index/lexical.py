@@ -90,19 +90,23 @@ class LexicalIndex:
 
         Documents listed since the last call are counted and documents no longer listed dropped (by hash, so a
         document removed and another of the same size added are told apart); thread-safe. Returns copies."""
-        if self._listed is None or self._doc_texts is None:
-            raise RuntimeError("this lexical index was built without the documents' texts (listed, doc_texts)")
         with self._df_lock:
-            listed = set(self._listed())
-            for h in set(self._per_doc) - listed:
-                self._remove(h)
-            for h in sorted(listed - set(self._per_doc)):
-                self._add(h)
+            self._refresh()
             return dict(self._df), self._n
 
     def doc_terms(self, doc_hash: str) -> frozenset[str]:
-        """The content terms one listed document holds (empty for one not listed)."""
-        self.doc_freq()  # counts documents listed since the last call
+        """The content terms one listed document holds (empty for one not listed); no copy of the statistics."""
         with self._df_lock:
+            self._refresh()
             counts = self._per_doc.get(doc_hash)
             return frozenset(counts[0]) if counts else frozenset()
+
+    def _refresh(self) -> None:
+        """Count the documents listed since the last call and drop those no longer listed (under ``_df_lock``)."""
+        if self._listed is None or self._doc_texts is None:
+            raise RuntimeError("this lexical index was built without the documents' texts (listed, doc_texts)")
+        listed = set(self._listed())
+        for h in set(self._per_doc) - listed:
+            self._remove(h)
+        for h in sorted(listed - set(self._per_doc)):
+            self._add(h)
