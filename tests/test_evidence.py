@@ -8,7 +8,7 @@ import pymupdf
 import pytest
 
 from pipeline.documents.evidence import (DISPLAY_WIDTH, MAX_DISPLAY_HEIGHT, MIN_SCALE, chunk_lines, crop_rect, evidence_for,
-                                         evidence_views, score_lines, strongest, why_this_answer)
+                                         evidence_views, score_lines, strongest, whole_lines, why_this_answer)
 from pipeline.documents.ingest import _align, parse_pdf
 from pipeline.types import Chunk, Page
 
@@ -137,6 +137,22 @@ def test_crop_is_enlarged_for_reading_and_holds_the_chunk(tmp_path):
     for ln in ev.lines:  # every line of the chunk, with a margin, is in the crop
         assert x0 < ln.box[0] and ln.box[2] < x1 and y0 < ln.box[1] and ln.box[3] < y1
     assert abs(ev.crop.width - 1.5 * DISPLAY_WIDTH) <= 2  # rendered 1.5x for sharp text on dense screens
+
+
+def test_crop_cuts_no_line_of_the_page_in_half(tmp_path):
+    """Issue 48: the crop's margin above the chunk took half of the line above it (the heading here); that line
+    is now left out, and the chunk's lines stay in."""
+    path, page, chunk = _setup(tmp_path, LINES)
+    ev = evidence_views(path, page, chunk, QUESTION, OPTIONS["B"])
+    x0, y0, x1, y1 = ev.crop_box
+    with pymupdf.open(path) as doc:
+        lines = [ln["bbox"] for b in doc[0].get_text("dict")["blocks"] for ln in b.get("lines", ())]
+    cut = [b for b in lines if b[0] < x1 and b[2] > x0 and (b[1] < y0 < b[3] or b[1] < y1 < b[3])]
+    assert not cut, (ev.crop_box, cut)
+    assert all(y0 <= ln.box[1] and ln.box[3] <= y1 for ln in ev.lines)
+    # the rule alone: an edge inside a line moves off it, but never into what must stay in view
+    assert whole_lines((0, 50, 100, 200), [(0, 40, 90, 60), (0, 190, 90, 210)], (0, 70, 100, 180)) == (0, 60, 100, 190)
+    assert whole_lines((0, 50, 100, 200), [(0, 40, 90, 80)], (0, 70, 100, 180)) == (0, 50, 100, 200)
 
 
 def test_tall_chunk_crop_centres_on_the_supporting_line(tmp_path):

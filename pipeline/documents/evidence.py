@@ -134,6 +134,26 @@ def crop_rect(page_w: float, page_h: float, boxes: Sequence[Box], focus: Sequenc
     return (x0, y0, x0 + width, y0 + height)
 
 
+def whole_lines(box: Box, lines: Sequence[Box], keep: Box) -> Box:
+    """``box`` with its top and bottom edges moved off the text ``lines`` they would cut through (such a line is
+    left out, so the crop shows no half-cut line), but never into ``keep`` (what must stay in view)."""
+    x0, y0, x1, y1 = box
+    for lx0, ly0, lx1, ly1 in sorted(lines, key=lambda b: b[1]):
+        if lx1 <= x0 or lx0 >= x1:  # beside the crop
+            continue
+        if ly0 < y0 < ly1 and ly1 <= keep[1]:
+            y0 = ly1
+        if ly0 < y1 < ly1 and ly0 >= keep[3]:
+            y1 = ly0
+    return (x0, y0, x1, y1) if y1 > y0 else box
+
+
+def _page_lines(p: pymupdf.Page) -> list[Box]:
+    """Every text line of the page (displayed coordinates)."""
+    return [tuple(pymupdf.Rect(*ln["bbox"]) * p.rotation_matrix) for b in p.get_text("dict")["blocks"]
+            for ln in b.get("lines", ())]
+
+
 def evidence_views(pdf_path: str | Path, page: Page, chunk: Chunk, question: str, option_text: str, *, k: int = 2,
                    mode: str = "lemma", display_width: int = DISPLAY_WIDTH, oversample: float = 1.5,
                    page_max_side: int = 1800) -> Evidence:
@@ -150,6 +170,7 @@ def evidence_views(pdf_path: str | Path, page: Page, chunk: Chunk, question: str
         shown = [tuple(pymupdf.Rect(*ln.box) * p.rotation_matrix) for ln in lines]
         focus = [tuple(pymupdf.Rect(*ln.box) * p.rotation_matrix) for ln in strong]
         box = crop_rect(p.rect.width, p.rect.height, shown, focus, display_width=display_width)
+        box = whole_lines(box, _page_lines(p), union_box(focus or shown)) if shown else box
     zoom = display_width * oversample / (box[2] - box[0])
     crop = render_marked(pdf_path, page.number, markers, zoom=zoom, max_side=10 * page_max_side, clip=box)
     return Evidence(crop, whole, lines, strong, box)
