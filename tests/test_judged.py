@@ -1,0 +1,247 @@
+"""A library's judged questions (issue 45): kept, replaced, removed, isolated per visitor, exported in the formats
+``python -m pipeline.evaluate`` reads, imported back, and run without a document that is gone."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import QuestionsError
+from pipeline.evaluation import judged as J
+from pipeline.evaluation.free import is_free_form, read_free_questions
+from pipeline.evaluation.judged import JudgedError, JudgedQuestions, Shown
+from pipeline.evaluation.questions import read_questions
+
+SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "sample"
+OPTS = ["7 днів", "14 днів", "21 день", "30 днів", "", ""]
+T0 = 1_796_600_000.0  # 2026-12-07
+
+
+def shown(letter="B", doc="rules.pdf", page=2, not_found=False) -> Shown:
+    return Shown(letter, doc, page, 0.61, not_found, J.now_iso(T0))
+
+
+def test_judge_list_update_and_remove(tmp_path):
+    j = JudgedQuestions(tmp_path / "judged.json")
+    a = j.judge("Який строк користування?", OPTS, "right", shown=shown(), now=T0)
+    assert a.replaced is None and a.record.qid == "J001" and "Saved as J001" in a.message
+    assert (a.record.answer, a.record.doc, a.record.page) == ("B", "rules.pdf", 2)  # preset to what was shown
+    b = j.judge("Скільки коштує квиток?", [], "wrong", shown=Shown("5 гривень", "rules.pdf", 1, None, False, ""),
+                answer="25 гривень", page=3, error_kind=J.WRONG_ANSWER, note="таблиця на с. 3", now=T0 + 60)
+    assert (b.record.qid, b.record.options, b.record.page, b.record.note) == ("J002", (), 3, "таблиця на с. 3")
+    assert [r.qid for r in j.list()] == ["J002", "J001"]  # newest first
+    # the same question again (another tab; case and spacing aside): one record, the last judgement, said so
+    again = j.judge("  який строк   користування? ", OPTS[:4], "wrong", shown=shown(), answer="c", page=1,
+                    now=T0 + 120)
+    assert again.replaced == a.record and again.record.qid == "J001" and again.record.answer == "C"
+    assert "judged before (right" in again.message and "replaced" in again.message
+    assert len(j) == 2 and [r.qid for r in j.list()] == ["J001", "J002"]
+    assert j.find("Який строк користування?", OPTS).answer == "C" and j.find("Який строк?", OPTS) is None
+    assert j.remove("J002").qid == "J002" and j.remove("J002") is None and [r.qid for r in j.list()] == ["J001"]
+    assert j.judge("Нове?", ["x", "y"], "right", shown=shown("A"), now=T0).record.qid == "J002"  # ids never reused
+    assert j.judged_after(T0 + 60) == ["J001"]  # judged again after a run that began then: that run's gold is older
+
+
+def test_what_a_judgement_must_say(tmp_path):
+    j = JudgedQuestions(tmp_path / "judged.json")
+    refused = [
+        (dict(verdict="wrong", shown=shown("B"), answer="B"), "judge it right"),
+        (dict(verdict="wrong", shown=shown("B")), "needs the right answer"),
+        (dict(verdict="right"), "needs the answer that was shown"),
+        (dict(verdict="right", shown=shown("B"), answer="C"), "not the one shown"),
+        (dict(verdict="wrong", shown=shown("B"), answer="E"), "option E is empty"),
+        (dict(verdict="wrong", shown=shown("B"), answer="G"), "a letter A–F"),
+        (dict(verdict="maybe", shown=shown()), "“right” or “wrong”"),
+        (dict(verdict="wrong", shown=shown(doc=None), answer="A"), "name the document"),
+        (dict(verdict="wrong", shown=shown(), answer="A", page=0), "whole number from 1"),
+        (dict(verdict="right", shown=shown(), error_kind="typo"), "unknown kind of error"),
+    ]
+    for kw, said in refused:
+        with pytest.raises(JudgedError, match=said):
+            j.judge("Який строк?", OPTS, kw.pop("verdict"), **kw)
+    with pytest.raises(JudgedError, match="at least two"):
+        j.judge("Який строк?", ["лише одна"], "right", shown=shown())
+    assert not (tmp_path / "judged.json").exists()  # nothing refused was kept
+    # shown "not found", and right: not in these documents (no document, no page); the app's pick may be the answer
+    r = j.judge("Який строк?", OPTS, "right", shown=shown(not_found=True)).record
+    assert (r.not_in_documents, r.answer, r.doc, r.page, r.free, r.right_answer) == \
+        (True, "", None, None, True, J.NOT_IN_DOCUMENTS)
+    r = j.judge("Який строк?", OPTS, "wrong", shown=shown("B", not_found=True), answer="B").record
+    assert (r.not_in_documents, r.answer, r.free) == (False, "B", False)
+
+
+def test_a_restart_keeps_everything_and_a_failed_write_loses_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "s" / "judged.json"
+    j = JudgedQuestions(path)
+    j.judge("Який строк?", OPTS, "right", shown=shown(), error_kind=J.WRONG_PAGE, note="н", now=T0)
+    j.judge("Що це?", [], "wrong", shown=Shown("", "rules.pdf", 1, None, True, ""), answer="правила", now=T0 + 1)
+    before = j.list()
+    assert JudgedQuestions(path).list() == before  # a new process's store (a restart) reads the same
+    saved = path.read_bytes()
+
+    def crash(*a):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(os, "replace", crash)  # the write dies where a crash would hurt most: before the rename
+    with pytest.raises(OSError):
+        j.judge("Третє?", OPTS, "right", shown=shown())
+    assert path.read_bytes() == saved and list(path.parent.iterdir()) == [path]  # the old file whole, no leftovers
+    monkeypatch.undo()
+    path.write_text("{not json")
+    with pytest.raises(JudgedError, match="cannot be read.*nothing was changed"):
+        JudgedQuestions(path).judge("Третє?", OPTS, "right", shown=shown())
+    assert path.read_text() == "{not json"  # a damaged file is never overwritten
+    path.write_text('{"questions": [{"qid": "J001"}]}')
+    with pytest.raises(JudgedError, match="cannot be read"):
+        JudgedQuestions(path).list()
+
+
+def test_two_visitors_judgements_never_mix(tmp_path):
+    from webapp.judged import judged, set_label
+    from webapp.sessions import SessionStore
+
+    store = SessionStore(tmp_path, opener=lambda root: None, secret="s")
+    one, two = store.new_id(), store.new_id()
+    judged(store, one).judge("Який строк?", OPTS, "right", shown=shown(), now=T0)
+    judged(store, two).judge("Що це?", [], "right", shown=Shown("правила", "b.pdf", 1, None, False, ""), now=T0)
+    judged(store, two).judge("Який строк?", OPTS, "wrong", shown=shown(), answer="A", now=T0)
+    assert [(r.qid, r.answer) for r in judged(store, one).list()] == [("J001", "B")]
+    assert [(r.qid, r.answer) for r in judged(store, two).list()] == [("J002", "A"), ("J001", "правила")]
+    assert (judged(store, one).path.parent, judged(store, two).path.parent) == \
+        (store.session_dir(one), store.session_dir(two))  # beside each visitor's library and runs
+    assert set_label(store, one) == "Your judged questions (1)"
+    assert set_label(store, two) == "Your judged questions (1) · without options or not in these documents (1)"
+    for bad in ("../" + one, one.upper(), ""):
+        with pytest.raises(ValueError):
+            judged(store, bad)
+    shared = SessionStore(tmp_path / "shared", opener=lambda root: None, shared=True)
+    judged(shared, one).judge("Який строк?", OPTS, "right", shown=shown())
+    assert len(judged(shared, two)) == 1  # --shared-library: one library, one set, for everyone
+
+
+def test_a_removed_document_leaves_its_questions_out_with_the_reason(tmp_path):
+    j = JudgedQuestions(tmp_path / "judged.json")
+    j.judge("Який строк?", OPTS, "right", shown=shown(doc="rules.pdf"), now=T0)
+    j.judge("Яка ціна?", ["1", "2"], "wrong", shown=shown("A", doc="rules.pdf"), answer="B", doc="price.pdf", now=T0)
+    j.judge("Що це?", [], "wrong", shown=Shown("x", "rules.pdf", 1, None, False, ""), not_in_documents=True)
+    qs, left = j.as_questions(["rules.pdf"])
+    assert [q.qid for q in qs] == ["J001"] and (qs[0].gold_answer, qs[0].gold_doc, qs[0].gold_page) == ("B", "rules.pdf", 2)
+    assert left == ["J002: document price.pdf is no longer in the library — left out"]
+    assert J.left_out_reason(j.get("J002"), ["rules.pdf"]) == "document price.pdf is no longer in the library"
+    free, left = j.as_questions(["rules.pdf"], free=True)
+    assert [(q.qid, q.options, q.gold_answer) for q in free] == [("J003", [], "")] and left == []  # needs no document
+    assert j.as_questions([]) == ([], ["J001: document rules.pdf is no longer in the library — left out",
+                                       "J002: document price.pdf is no longer in the library — left out"])
+
+
+def test_not_in_these_documents_and_plain_questions_are_the_free_form_formats_own(tmp_path):
+    """What the command's own readers make of the exports: the six-option file is the competition's format with
+    gold columns; the free-form file writes the right short answer in Answer and an empty Answer, without document
+    or page, for "not in these documents" (a question with options judged so is asked without them)."""
+    j = JudgedQuestions(tmp_path / "judged.json")
+    j.judge("Який строк?", OPTS, "wrong", shown=shown("B"), answer="C", page=1, now=T0)
+    j.judge("Яка ціна?", OPTS, "wrong", shown=shown("A"), not_in_documents=True, error_kind=J.ANSWERED_UNANSWERABLE,
+            now=T0 + 1)
+    j.judge("Що це?", [], "right", shown=Shown("правила бібліотеки", "rules.pdf", 1, None, False, ""), now=T0 + 2)
+    j.judge("Хто автор?", [], "right", shown=Shown("", "rules.pdf", 3, None, True, ""), now=T0 + 3)
+    six, free = j.export_csv(), j.export_csv(free=True)
+    assert not is_free_form(six) and is_free_form(free)
+    (q,), notes = read_questions(six.encode())
+    assert notes == [] and (q.qid, q.options, q.gold_answer, q.gold_doc, q.gold_page) == \
+        ("J001", OPTS, "C", "rules.pdf", 1)
+    qs, notes = read_free_questions(free.encode())
+    assert notes == [] and [(q.qid, q.text, q.options, q.gold_answer, q.gold_doc, q.gold_page) for q in qs] == [
+        ("J002", "Яка ціна?", [], "", None, None), ("J003", "Що це?", [], "правила бібліотеки", "rules.pdf", 1),
+        ("J004", "Хто автор?", [], "", None, None)]
+    assert [q.qid for q in j.as_questions(["rules.pdf"], free=True)[0]] == ["J002", "J003", "J004"]
+    assert j.export_files(tmp_path / "out") == [tmp_path / "out" / J.OPTIONS_CSV, tmp_path / "out" / J.FREE_CSV]
+
+
+def test_an_export_imports_back_whole_and_bad_rows_are_named(tmp_path):
+    j = JudgedQuestions(tmp_path / "a.json")
+    j.judge("Який строк?", OPTS, "wrong", shown=shown("B"), answer="C", page=1, error_kind=J.WRONG_ANSWER,
+            note="див. п. 2", now=T0)
+    j.judge("Що це?", [], "wrong", shown=Shown("x", "rules.pdf", 1, None, False, ""), not_in_documents=True,
+            now=T0 + 1)
+    k = JudgedQuestions(tmp_path / "b.json")
+    assert k.import_csv(j.export_csv().encode("utf-8-sig")).added == ["J001"]
+    assert k.import_csv(j.export_csv(free=True)).added == ["J002"]
+    fields = lambda r: (r.qid, r.question, r.options, r.verdict, r.answer, r.not_in_documents, r.doc, r.page,  # noqa: E731
+                        r.judged_at, r.error_kind, r.note)
+    assert [fields(r) for r in k.list()] == [fields(r) for r in j.list()]
+    assert all(r.shown is None for r in k.list())  # what the app answered is not in the file
+    bad = (j.export_csv().replace("\n", "\nJ001b,Нове?,так,ні,,,,,B,rules.pdf,2,right,,,\n", 1)  # a good row, on line 2
+           + "x1,Питання?,так,ні,,,,,D,rules.pdf,2,,,,\n"  # option D empty
+           + "x2,Питання два?,так,ні,,,,,,rules.pdf,2,,,,\n"  # no right option
+           + "x3,Питання три?,так,ні,,,,,A,,2,,,,\n"  # no document
+           + "x4,Питання чотири?,так,ні,,,,,A,rules.pdf,два,,,,\n"  # page not a number
+           + "x5,Питання п'ять?,так,,,,,,A,rules.pdf,1,,,,\n"  # one option
+           + "J001b,Ще одне?,так,ні,,,,,A,rules.pdf,1,,,,\n"  # the ID again
+           + "x6,  який строк? ,7 днів,14 днів,21 день,30 днів,,,A,rules.pdf,1,,,,\n")  # J001's question: updates it
+    report = k.import_csv(bad)
+    assert report.added == ["J001b"] and report.updated == ["J001", "J001"]
+    assert report.problems == [
+        "line 4 (Question_ID x1): option D is empty — skipped",
+        "line 5 (Question_ID x2): no Correct_Answer — skipped",
+        "line 6 (Question_ID x3): no Doc_ID: a judged question names the document of its right answer — skipped",
+        "line 7 (Question_ID x4): the page 'два' is not a number — skipped",
+        "line 8 (Question_ID x5): a question with options needs at least two; leave them all empty for a plain "
+        "question — skipped",
+        "line 9 (Question_ID J001b): this Question_ID is already used on line 2 — skipped"]
+    assert k.get("J001").answer == "A" and len(k) == 3  # the good rows kept, the last one for J001 wins
+    with pytest.raises(QuestionsError, match="lacks the column.*Answer"):
+        k.import_csv("Question_ID,Question\nq,Що?\n")
+    with pytest.raises(QuestionsError, match="no usable question"):
+        k.import_csv("Question_ID,Question,A,B,C,D,E,F,Correct_Answer,Doc_ID,Page_Num\nq,Що?,a,b,,,,,Z,d.pdf,1\n")
+    assert len(k) == 3  # a file with nothing usable changes nothing
+
+
+def test_the_exported_csv_is_scored_by_the_real_command(tmp_path, models, monkeypatch):
+    """Questions of the sample corpus asked with the real models, judged (right; wrong with another option and
+    page; wrong with another document), exported, and run through ``python -m pipeline.evaluate``: its score is
+    the one the judgements imply for the answers shown (the same pipeline answers the same way)."""
+    from pipeline import evaluate as ev
+    from pipeline import qa
+    from pipeline.evaluation.metric import metrics
+    from pipeline.settings import load_settings
+    from pipeline.types import Question
+
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    for p in SAMPLE.glob("*.pdf"):
+        shutil.copy(p, pdfs / p.name)
+    questions = read_questions((SAMPLE / "questions.csv").read_bytes())[0][:3]
+    pipe = qa.Pipeline(load_settings(), root=tmp_path / "lib", models=models)
+    for p in sorted(pdfs.iterdir()):
+        pipe.add_pdf(p.read_bytes(), p.name)
+    pipe.library.wait_indexed()
+    n_pages = {d.name: d.n_pages for d in pipe.library.documents()}
+    answers = [pipe.ask(Question("ui", q.text, q.options)) for q in questions]  # as the Ask tab asks
+    pipe.library.close()
+    j = JudgedQuestions(tmp_path / "judged.json")
+    s = [J.shown_of(a) for a in answers]
+    j.judge(questions[0].text, questions[0].options, "right", shown=s[0])
+    other = next(L for L, o in zip("ABCDEF", questions[1].options) if o and L != s[1].answer)
+    j.judge(questions[1].text, questions[1].options, "wrong", shown=s[1], answer=other, page=(s[1].page or 1) + 1)
+    doc = next(n for n in sorted(n_pages) if n != s[2].doc)
+    j.judge(questions[2].text, questions[2].options, "wrong", shown=s[2],
+            answer=next(L for L, o in zip("ABCDEF", questions[2].options) if o and L != s[2].answer), doc=doc, page=1)
+    (tmp_path / "judged.csv").write_text(j.export_csv(), encoding="utf-8")
+    monkeypatch.setattr(qa, "Models", lambda settings: models)  # the command, with the models already loaded
+    out = tmp_path / "out"
+    assert ev.main(["--pdfs", str(pdfs), "--questions", str(tmp_path / "judged.csv"), "--out", str(out),
+                    "--data-dir", str(tmp_path / "lib")]) == 0
+    got = json.loads((out / "metrics.json").read_text())
+    sub = {r["Question_ID"]: r for r in csv.DictReader(io.StringIO((out / "submission.csv").read_text()))}
+    assert [sub[r.qid]["Correct_Answer"] for r in sorted(j.list(), key=lambda r: r.qid)] == [x.answer for x in s]
+    want = metrics([{"pred_answer": x.answer, "gold_answer": r.answer, "pred_doc": x.doc, "gold_doc": r.doc,
+                     "pred_page": x.page, "gold_page": r.page, "gold_n_pages": n_pages[r.doc]}
+                    for x, r in zip(s, sorted(j.list(), key=lambda r: r.qid))])
+    assert got["n"] == 3 and want["answer_accuracy"] == pytest.approx(1 / 3)
+    for k in ("score", "answer_accuracy", "doc_accuracy", "page_proximity"):
+        assert got[k] == pytest.approx(want[k]), k
