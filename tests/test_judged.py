@@ -245,3 +245,25 @@ def test_the_exported_csv_is_scored_by_the_real_command(tmp_path, models, monkey
     assert got["n"] == 3 and want["answer_accuracy"] == pytest.approx(1 / 3)
     for k in ("score", "answer_accuracy", "doc_accuracy", "page_proximity"):
         assert got[k] == pytest.approx(want[k]), k
+
+
+def test_the_web_apps_glue_downloads_and_the_ready_set(tmp_path):
+    """What Evaluate and the downloads get for a visitor (here one without a library on disk: every judged
+    question that names a document is left out, saying so; "not in these documents" still runs)."""
+    from webapp.files import Files
+    from webapp.judged import downloads, judged, ready_set
+    from webapp.sessions import SessionStore
+
+    store = SessionStore(tmp_path, opener=lambda root: None, secret="s")
+    sid = store.new_id()
+    assert ready_set(store, sid) == ([], [], False) and downloads(store, Files(store), sid) == []
+    judged(store, sid).judge("Який строк?", OPTS, "right", shown=shown(), now=T0)
+    judged(store, sid).judge("Що це?", [], "wrong", shown=Shown("x", "rules.pdf", 1, None, False, ""),
+                             not_in_documents=True, now=T0 + 1)
+    assert ready_set(store, sid) == ([], ["J001: document rules.pdf is no longer in the library — left out"], False)
+    (q,), notes, free = ready_set(store, sid, free=True)
+    assert (q.qid, q.gold_answer, notes, free) == ("J002", "", [], True)
+    got = [Path(p) for p in downloads(store, Files(store), sid)]
+    assert [p.name for p in got] == [J.OPTIONS_CSV, J.FREE_CSV]
+    assert all(store.files_dir(sid) in p.parents for p in got)  # among the visitor's files, served to them only
+    assert read_questions(got[0].read_bytes())[0][0].gold_answer == "B"
