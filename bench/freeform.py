@@ -48,6 +48,7 @@ from pipeline.types import LETTERS, Question
 HALVES = ("half-a", "half-b")
 VARIANTS = [
     ("full system (generative)", {}),
+    ("judgements asked where they do not decide (before issue 48)", {"free_judge_always": True}),
     ("not-in-documents flag off (model judgements decide)", {"free_flag": False}),
     ("model judgements abstain too (flag on)", {"free_judge_with_flag": True}),
     ("forced answer at once (no retry first)", {"free_forced_after_retry": False}),
@@ -128,10 +129,13 @@ class ReadingCache:
                     d = json.loads(line)
                     self.items[d.pop("key")] = d
 
-    def __call__(self, q: Question, passages: list[str]) -> Reading:
-        key = hashlib.sha1("\x00".join([self.prompts, str(self.extract), q.text, *passages]).encode()).hexdigest()
+    def __call__(self, q: Question, passages: list[str], judge: bool = True) -> Reading:
+        # readings without the yes/no judgements are kept apart from those with them: each variant's seconds are
+        # those of the reading it needs
+        parts = [self.prompts, str(self.extract), q.text, *passages] + ([] if judge else ["no-judgements"])
+        key = hashlib.sha1("\x00".join(parts).encode()).hexdigest()
         if key not in self.items:
-            r = self.reader.read(q, passages, extract=self.extract)  # both modes from one reading
+            r = self.reader.read(q, passages, extract=self.extract, judge=judge)  # both modes from one reading
             self.items[key] = r.to_dict()
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"key": key, **r.to_dict()}, ensure_ascii=False) + "\n")
@@ -233,6 +237,7 @@ def run(a) -> str:
     pipes: dict[tuple, Pipeline] = {}
     caches: dict[str, ReadingCache] = {}  # by the answer's prompt (``free_prompt``); one file of readings
     results: dict[str, list[dict]] = {n: [] for n, _ in variants}
+    started = harness.now()
     (a.work / "results").mkdir(exist_ok=True)
     log = open(a.work / "results" / f"rows-{a.tag}.jsonl", "w", encoding="utf-8")
     out = ""
@@ -268,8 +273,28 @@ def run(a) -> str:
         stamp = harness.stamp("bench.freeform", a.argv)
         out = f"{stamp}\n\n{table(results, head)}\n"
         (a.work / "table.md").write_text(out, encoding="utf-8")
+        if a.record:
+            harness.record(a.record, summary(results, a, started, complete=i == len(items)))
     print(out)
     return out
+
+
+def summary(results: dict[str, list[dict]], a, date: str, complete: bool) -> dict:
+    """One run for ``--record`` (``bench/results/freeform.json``): its date, command, machine, and per variant its
+    questions, metrics, p50/p95 seconds of the answerable and the unanswerable, and the paired F1 difference from
+    the first variant with its 95% interval."""
+    base = next(iter(results.values()), [])
+    variants = {}
+    for name, rows in results.items():
+        secs = {k: [r["seconds"] for r in rows if bool(r["gold"]) == (k == "answerable")]
+                for k in ("answerable", "unanswerable")}
+        d, lo, hi = paired_f1_delta(rows, base)
+        variants[name] = {"n": len(rows), **free_metrics(rows),
+                          **{f"{k}_{q}_s": percentile(v, p) if v else None
+                             for k, v in secs.items() for q, p in (("p50", 0.5), ("p95", 0.95))},
+                          "f1_vs_first": None if rows is base else [d, lo, hi]}
+    return {"date": date, "command": harness.command("bench.freeform", a.argv), "machine": harness.machine(),
+            "every": a.every, "complete": complete, "variants": variants}
 
 
 def table_from_rows(a) -> str:
@@ -303,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the flag's training records (repeatable; bench.flag's data/flag/<set>/records-e5.jsonl; "
                         "default data/unlp/absent-free.jsonl): each question's flag is refitted without its document")
     r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
+    r.add_argument("--record", type=Path, default=None, help="add this run (metrics and p50 seconds per variant, the "
+                   "machine) to a JSON file of runs, e.g. bench/results/freeform.json (rewritten after each question)")
     t = sub.add_parser("table", help="the table again from a run's results/rows.jsonl")
     t.add_argument("--tags", nargs="*", default=[], help="only these runs' rows (a later tag's row of the same "
                    "variant and question wins)")

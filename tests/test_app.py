@@ -613,7 +613,7 @@ def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
     # issue 48: a reload shows the newest run, and the saved runs are named at the top
     assert E.newest_run(ctx, ui, sid)[ui.shown] == "second"
     assert "**Saved runs** (newest first): second, first." in E.runs_choices(ctx, ui, sid)[ui.saved]
-    assert E.newest_run(ctx, ui, new_session_id()) == {} and E.saved_line([]) == ""
+    assert E.newest_run(ctx, ui, new_session_id()) is None and E.saved_line([]) == ""
 
 
 def test_run_the_sample_questions_adds_only_the_sample_pdfs_the_library_lacks(tmp_path):

@@ -1,6 +1,8 @@
 """bench.freeform's table: each variant's F1 against the full system's, paired by question; the two commands on
 a tiny input (the CI smoke test)."""
+import json
 import math
+import os
 from pathlib import Path
 
 from bench.freeform import paired_f1_delta, table
@@ -48,8 +50,13 @@ def test_the_commands_build_the_set_and_measure_two_variants_on_one_question_pai
     assert len((work / "answerable.csv").read_text(encoding="utf-8").splitlines()) == 1 + 7
     assert main(["run", "--every", "7", "--only", "full system (generative)", "--only",
                  "extractive instead of generative", "--flag-records", str(tmp_path / "none.jsonl"),
-                 "--work", str(work)]) == 0
+                 "--work", str(work), "--record", str(tmp_path / "freeform.json")]) == 0
     text = (work / "table.md").read_text(encoding="utf-8")
+    run = json.loads((tmp_path / "freeform.json").read_text())["runs"]
+    assert len(run) == 1 and run[0]["complete"] and run[0]["machine"]["cores"] == os.cpu_count()
+    full, ext = run[0]["variants"]["full system (generative)"], run[0]["variants"]["extractive instead of generative"]
+    assert full["n"] == ext["n"] == 2 and full["f1_vs_first"] is None and len(ext["f1_vs_first"]) == 3
+    assert full["answerable_p50_s"] > 0 and full["unanswerable_p50_s"] >= 0
     assert "command: `python -m bench.freeform run --every 7" in text
     assert "1 answerable + 1 unanswerable questions" in text
     assert "| full system (generative) |" in text and "| extractive instead of generative |" in text

@@ -192,6 +192,41 @@ def test_an_answer_cut_by_the_token_limit_ends_on_a_whole_word(pipe):
         assert len(longer) == len(cut) or not longer[len(cut)].isalnum(), (n, cut, longer)
 
 
+def test_the_judgements_are_asked_only_where_they_decide(pipe):
+    """Issue 48: where the flag says the library holds the document, the model's yes/no judgements do not decide
+    (``free_judge_with_flag`` off), so they are not asked: one model call fewer per answer, and per answer checked;
+    the answer read is the same."""
+    from pipeline.answering.freeform import FreeReader, Switches, judges
+
+    assert judges(Switches(), present=False) and not judges(Switches(), present=True)
+    assert judges(Switches(judge_with_flag=True), present=True) and judges(Switches(flag=False), present=True)
+
+    class Counting:
+        def __init__(self, a):
+            self.a, self.asked = a, 0
+
+        def __getattr__(self, name):
+            return getattr(self.a, name)
+
+        def yes_probability(self, prompt):
+            self.asked += 1
+            return self.a.yes_probability(prompt)
+
+    q = Question("ask", "Яким є строк гарантії на зволожувач «Росинка-7»?", [])
+    passages = [c.chunk.body for c in pipe.search(q).reranked[:2]]
+    without, with_ = Counting(pipe.models.answerer), Counting(pipe.models.answerer)
+    r = FreeReader(without).read(q, passages, extract=False, judge=False)
+    r2 = FreeReader(with_).read(q, passages, extract=False, judge=True)
+    assert without.asked == 0 and r.p_answerable is None and r.p_supported == {}
+    assert with_.asked == 2 and 0.0 <= r2.p_answerable <= 1.0 and list(r2.p_supported) == [r2.generated]
+    assert r.generated == r2.generated and "36" in r.generated
+    # the app's answer to it: the flag holds, nothing asked; a reading without them cannot be judged by mistake
+    a = pipe.ask(q)
+    assert [t["reading"]["p_answerable"] for t in a.details["tries"]] == [None] and a.text
+    with pytest.raises(ValueError, match="did not ask them"):
+        decide(r, passages, Switches(), present=False)
+
+
 def test_whole_ending():
     from pipeline.answering.freeform import whole_ending
 
@@ -259,7 +294,7 @@ def test_free_form_passages_are_cut_to_their_own_budget_not_the_six_option_one(p
         s = load_settings(free_preceding=False, free_retry_top_k=0, **over)
         seen = []
 
-        def read(qq, passages):
+        def read(qq, passages, judge):
             seen.append(passages)
             return Reading("36 місяців", "", 0.9, {"36 місяців": 0.9})
         answer_free(q, found, {}, free_reader(pipe.models.answerer, s), pipe.library, s, read)

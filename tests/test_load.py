@@ -1,7 +1,9 @@
-"""Load on loopback: 16 concurrent visitors (gradio_client) against the real app, in waves.
+"""Load on loopback: 8 concurrent visitors (gradio_client) against the real app, in waves.
 
 The figures for the README come from the benchmark command (``python -m bench.load``,
-bench/load.md); this test runs the same code shorter and checks what must always hold:
+bench/load.md); this test runs the same code smaller (8 visitors a wave, 4 per core: still more than the 8 libraries
+held open, so the open-library cap is exercised; the benchmark's 16 took 169-335 s in CI) and checks what must
+always hold:
 no request fails, no visitor ever sees another's document, and the app's memory does
 not grow as visitors come and go.
 """
@@ -11,11 +13,11 @@ import pytest
 from bench.load import report, run
 from tests.browser.harness import App
 
-CLIENTS, WAVES = 16, 3
+CLIENTS, WAVES = 8, 3
 
 
 @pytest.mark.timeout(1800)
-def test_sixteen_visitors_in_waves_no_errors_isolated_memory_bounded(tmp_path):
+def test_eight_visitors_in_waves_no_errors_isolated_memory_bounded(tmp_path):
     # Gradio keeps each page session's state until PDFQA_MAX_PAGE_SESSIONS are held: 2 waves here, so the
     # third wave's visitors push the first wave's out and the bound is exercised
     app = App(tmp_path / "data", tmp_path / "app.log", env={"PDFQA_MAX_PAGE_SESSIONS": str(2 * CLIENTS)})

@@ -56,7 +56,8 @@ def _other(name: str) -> tuple[str, Any]:
     if kind is bool:
         return ("0" if d else "1"), not d
     if kind is int:
-        return str(d - 1 if d > 1 else d + 1), d - 1 if d > 1 else d + 1
+        v = 1 if d is None else (d - 1 if d > 1 else d + 1)
+        return str(v), v
     if kind is float:
         return str(d + 0.25), d + 0.25
     if kind is SecretStr:

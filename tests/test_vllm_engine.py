@@ -243,3 +243,29 @@ def test_serve_commands_run_the_same_engines_as_the_profile():
     assert [r.roles.answer_url, r.roles.embed_url, r.roles.rerank_url] == [f"http://127.0.0.1:{PORTS[st]}/v1"
                                                          for st in ("answer", "embed", "rerank")]
     assert [r.roles.embed_model, r.roles.rerank_model, r.roles.answer_model] == [s.roles.embed_model, s.roles.rerank_model, s.roles.answer_model]
+
+
+def test_vllm_on_cpu_takes_the_dtype_measured_faster_here_and_all_the_cores():
+    """vllm-cpu's ``fastest`` dtype is measured in the interpreter that runs vLLM (bfloat16 is emulated, several
+    times slower, on a CPU without AVX512_BF16 or AMX); its engines keep no core for vLLM's scheduler; the
+    printed ``vllm serve`` commands carry that environment, a GPU profile's none."""
+    import subprocess
+    import sys
+
+    from pipeline.backends.vllm_engine import cpu_env, fastest_cpu_dtype
+    from pipeline.gpu.serve import serve_command
+    from serving import VLLM_PYTHON, require_vllm
+
+    require_vllm()
+    s = load_settings("vllm-cpu")
+    dtype = fastest_cpu_dtype(str(VLLM_PYTHON))
+    assert dtype in ("bfloat16", "float32") and engine_args(s, "answer", str(VLLM_PYTHON))["dtype"] == dtype
+    cmd = serve_command(s, "embed", python=str(VLLM_PYTHON))
+    assert cmd[cmd.index("--dtype") + 1] == dtype
+    assert engine_args(load_settings("vllm-cpu", vllm_dtype="bfloat16"), "answer")["dtype"] == "bfloat16"
+    assert cpu_env(s) == {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    assert cpu_env(load_settings("t4x2")) == {}
+    printed = subprocess.run([sys.executable, "-m", "pipeline.gpu.serve", "--profile", "vllm-cpu"], capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    assert len(printed) == 3 and all(line.startswith("env VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_NUM_OF_RESERVED_CPU=0 vllm serve ")
+                                     for line in printed)

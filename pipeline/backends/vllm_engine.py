@@ -36,9 +36,13 @@ The same engines as OpenAI-compatible servers: ``pipeline.gpu.serve``.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -70,11 +74,59 @@ QWEN3_RERANKER = {"architectures": ["Qwen3ForSequenceClassification"], "classifi
                   "is_original_qwen3_reranker": True}
 
 
-def engine_args(settings: Settings, stage: str) -> dict[str, Any]:
-    """The ``vllm.LLM(**args)`` for one stage under ``settings``."""
+# bfloat16 against float32: one linear layer of the shipped model's width, a few times, in torch (what vLLM's CPU
+# engine computes with); run where vLLM runs (its venv, .venv-vllm on CPU)
+_DTYPE_PROBE = """
+import time, torch
+def secs(dtype):
+    a, w = torch.randn(256, 1536, dtype=dtype), torch.randn(1536, 1536, dtype=dtype)
+    torch.nn.functional.linear(a, w)
+    t0 = time.perf_counter()
+    for _ in range(3):
+        torch.nn.functional.linear(a, w)
+    return time.perf_counter() - t0
+print(min(("bfloat16", "float32"), key=lambda d: secs(getattr(torch, d))))
+"""
+VLLM_VENV_PYTHON = Path(__file__).resolve().parents[2] / ".venv-vllm" / "bin" / "python"
+_FASTEST: dict[str, str] = {}
+
+
+def fastest_cpu_dtype(python: str | None = None) -> str:
+    """``bfloat16`` or ``float32``, whichever multiplies faster on this CPU, measured once per interpreter (~1 s
+    of products, in a child process) by ``python`` (the interpreter that runs vLLM): by default this one where
+    torch is installed, else the project's vLLM venv. bfloat16 is fast where the CPU computes it (AVX512_BF16,
+    AMX) and several times slower than float32 where it is emulated."""
+    if python is None:
+        python = sys.executable if importlib.util.find_spec("torch") else str(VLLM_VENV_PYTHON)
+        if not Path(python).exists():
+            raise ValueError("vllm_dtype='fastest' is measured with torch, which is neither here nor in .venv-vllm: "
+                             "run it where vLLM is installed, or name the dtype (vllm_dtype=bfloat16 or float32)")
+    if python not in _FASTEST:
+        got = subprocess.run([python, "-c", _DTYPE_PROBE], capture_output=True, text=True, timeout=300)
+        if got.returncode or got.stdout.strip() not in ("bfloat16", "float32"):
+            raise RuntimeError(f"measuring vLLM's CPU dtype failed in {python}: {got.stderr[-1000:]}")
+        _FASTEST[python] = got.stdout.strip()
+    return _FASTEST[python]
+
+
+def cpu_env(settings: Settings) -> dict[str, str]:
+    """The environment vLLM's CPU build reads for an engine under ``settings`` (its KV cache, the cores it keeps
+    for its scheduler): set for engines started here, given to ``vllm serve`` (``pipeline.gpu.serve``)."""
+    v, env = settings.vllm, {}
+    if v.vllm_cpu_kv_cache_gib:
+        env["VLLM_CPU_KVCACHE_SPACE"] = f"{v.vllm_cpu_kv_cache_gib:g}"
+    if v.vllm_cpu_reserved_cores is not None:
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(v.vllm_cpu_reserved_cores)
+    return env
+
+
+def engine_args(settings: Settings, stage: str, python: str | None = None) -> dict[str, Any]:
+    """The ``vllm.LLM(**args)`` for one stage under ``settings`` (``python``: the interpreter that will run vLLM,
+    where a ``fastest`` dtype is measured; default this one)."""
     s = settings
     role = s.role(stage)
-    args: dict[str, Any] = dict(model=resolve_model(role.model), dtype=s.vllm.vllm_dtype, tensor_parallel_size=s.vllm.tensor_parallel,
+    dtype = fastest_cpu_dtype(python) if s.vllm.vllm_dtype == "fastest" else s.vllm.vllm_dtype
+    args: dict[str, Any] = dict(model=resolve_model(role.model), dtype=dtype, tensor_parallel_size=s.vllm.tensor_parallel,
                                 gpu_memory_utilization=role.gpu_memory, max_model_len=role.max_len,
                                 max_num_seqs=s.vllm.vllm_max_num_seqs, enforce_eager=s.vllm.vllm_enforce_eager, seed=0)
     if s.vllm.vllm_attention_backend:
@@ -114,8 +166,8 @@ def engine(settings: Settings, stage: str):
             if settings.vllm.stage_per_process and _ENGINES:
                 raise RuntimeError(f"profile {settings.profile!r} runs one model per process (they do not fit on the "
                                    f"GPUs together): use `python -m pipeline.evaluation.staged` for batch runs")
-            if settings.vllm.vllm_cpu_kv_cache_gib and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
-                os.environ["VLLM_CPU_KVCACHE_SPACE"] = f"{settings.vllm.vllm_cpu_kv_cache_gib:g}"
+            for k, v in cpu_env(settings).items():  # where the environment does not say otherwise
+                os.environ.setdefault(k, v)
             _ENGINES[key] = vllm.LLM(**args)
         return _ENGINES[key]
 

