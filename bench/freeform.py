@@ -166,22 +166,17 @@ class HeldOutFlag:
     without options are used)."""
 
     def __init__(self, paths: list[Path]):
-        from bench import fitting as F
-
-        self.F, self.models = F, {}
+        self.models = {}
         self.recs = [json.loads(x) for path in paths for x in path.read_text(encoding="utf-8").splitlines()
                      if x.strip()]
-        self.recs = [r for r in self.recs if r.get("free", True)]
+        self.recs = [r for r in self.recs if r.get("free", True) and r.get("family", "e5") == "e5"]
 
     def __call__(self, doc: str) -> dict:
         if doc not in self.models:
-            from bench.flag import TARGETS, fit
+            from bench.flag import MODELS, TARGETS, fit
 
-            F = self.F
-            keep = [r for r in self.recs if r["gold"]["doc"] != doc]
-            X = np.array([[r["flag"][n] for n in F.FLAG_FREE] for r in keep])
-            y = np.array([int(r["library"] != "full") for r in keep])
-            self.models[doc] = {"flag_free": fit(X, y, F.FLAG_FREE, TARGETS["flag_free"])}
+            keep = [r for r in self.recs if r["doc"] != doc]
+            self.models[doc] = {"flag_free": fit(keep, MODELS["flag_free"], TARGETS["flag_free"])}
         return self.models[doc]
 
 
@@ -224,7 +219,7 @@ def run(a) -> str:
     """Question by question, every variant: a run stopped at any point leaves a table over the same questions."""
     items = load_set(a.work, a.every)
     flag_models = None
-    paths = a.flag_records or [Path("data/unlp/absent-free.jsonl")]
+    paths = a.flag_records or [Path("data/flag/records-now-e5.jsonl")]
     if all(p.exists() for p in paths):
         flag_models = HeldOutFlag(paths)
     else:
@@ -325,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--every", type=int, default=1, help="every k-th question (1 = all)")
     r.add_argument("--only", action="append", default=[], help="only this variant (repeatable)")
     r.add_argument("--flag-records", type=Path, action="append", default=[],
-                   help="the flag's training records (repeatable; bench.flag's data/flag/<set>/records-e5.jsonl; "
-                        "default data/unlp/absent-free.jsonl): each question's flag is refitted without its document")
+                   help="the flag's training records (repeatable; default bench.flag's data/flag/records-now-e5.jsonl): "
+                        "each question's flag is refitted without its document")
     r.add_argument("--tag", default="all", help="rows go to <work>/results/rows-TAG.jsonl (table reads them all)")
     r.add_argument("--record", type=Path, default=None, help="add this run (metrics and p50 seconds per variant, the "
                    "machine) to a JSON file of runs, e.g. bench/results/freeform.json (rewritten after each question)")

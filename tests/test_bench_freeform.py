@@ -60,3 +60,28 @@ def test_the_commands_build_the_set_and_measure_two_variants_on_one_question_pai
     assert "command: `python -m bench.freeform run --every 7" in text
     assert "1 answerable + 1 unanswerable questions" in text
     assert "| full system (generative) |" in text and "| extractive instead of generative |" in text
+
+
+def test_the_held_out_flag_is_fitted_without_the_questions_document(tmp_path):
+    """``HeldOutFlag`` refits bench.flag's free-form model on the records of every other document (bench.flag's
+    record format), with its thresholds per library size, as the app reads them."""
+    import numpy as np
+
+    from bench.flag import MODELS
+    from bench.freeform import HeldOutFlag
+    from pipeline.answering.flag import threshold
+
+    rng, lines = np.random.default_rng(0), []
+    for i in range(120):
+        present = i % 2 == 0
+        flag = {n: float(rng.normal(1.0 if present else 0.0, 0.3)) for n in MODELS["flag_free"]}
+        lines.append(json.dumps({"qid": str(i), "set": "leaflets", "size": ("1", "all")[i % 4 // 2], "present": present,
+                                 "free": True, "family": "e5", "doc": f"d{i % 6}.pdf", "library": "x", "flag": flag}))
+    lines.append(json.dumps({"qid": "x", "free": False, "family": "e5", "doc": "d0.pdf", "flag": {}}))  # six-option
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    held = HeldOutFlag([path])
+    m = held("d0.pdf")["flag_free"]
+    assert len(held.recs) == 120 and set(m["thresholds"]) == {"1", "all"}
+    assert threshold(m, 1) == m["thresholds"]["1"] and threshold(m, 30) == m["thresholds"]["all"]
+    assert held("d0.pdf") is held("d0.pdf") and held("d1.pdf")["flag_free"]["weights"] != m["weights"]
