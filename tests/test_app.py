@@ -711,7 +711,7 @@ def test_a_flagged_six_option_answer_reads_not_found_with_the_absent_words_and_w
     assert "Not an answer" in md  # the model's pick is named only as what it is
     q, a = _six({"not_in_documents": False}, p=0.99)
     md = answer_markdown(q, a, {}, held="How far that holds: …")
-    assert md.startswith("## Answer: A") and "Probability that this answer is right: 99%" in md, md
+    assert md.startswith("## Answer: A") and "The model's probability that this answer is right: 99%" in md, md
 
 
 def _trace(qid, gold_page, cands, evidence, answer="A", gold_answer="A", retrieved=1):
@@ -769,6 +769,28 @@ def test_the_pictures_draw_the_chance_band_and_clickable_bars():
     assert rel.count('class="chance-band"') == 1 and rel.count('class="bin"') == 1 and "0.060 by chance" in rel
     assert f'data-stage="{R.NOT_RETRIEVED}" data-doc="x.pdf"' in loss and "<b>Правила" not in loss
     assert P.band(0.5, 100) == pytest.approx((0.402, 0.598), abs=1e-3)
+
+
+def test_the_pictures_keep_their_dots_and_labels_inside_the_frame():
+    """Issue 48: dots at 0% and 100% were half outside the reliability frame; a document's title in capitals lost
+    its first letters off the left of the loss chart («ІПЕРАЦИЛІН…» for «ФІПЕРАЦИЛІН…»)."""
+    import re
+
+    from webapp import pictures as P
+
+    bins = [{"lo": lo, "hi": lo + .1, "conf": c, "acc": a, "n": 5, "right": round(5 * a)}
+            for lo, c, a in ((0.0, 0.0, 0.0), (0.9, 1.0, 1.0))]
+    svg = P.reliability_svg(bins, {})
+    x, y, w, h = (float(v) for v in re.search(r'class="frame" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" '
+                                              r'height="([\d.]+)"', svg).groups())
+    for cx, cy, r in re.findall(r'class="bin" cx="([\d.]+)" cy="([\d.]+)" r="([\d.]+)"', svg):
+        cx, cy, r = float(cx), float(cy), float(r)
+        assert x <= cx - r and cx + r <= x + w and y <= cy - r and cy + r <= y + h, (cx, cy, r, x, y, w, h)
+    title = "ФІПЕРАЦИЛІН ПОРОШОК ДЛЯ РОЗЧИНУ ДЛЯ ІН’ЄКЦІЙ"
+    loss = P.loss_svg([{"group": title, "doc": "f.pdf", "n": 1, "counts": {"not retrieved": 1}}], label_w=190)
+    x, label = re.search(r'class="loss-label" x="([\d.]+)"[^>]*>([^<]+)<title>', loss).groups()
+    assert float(x) >= 0 and 'text-anchor="end"' not in loss  # drawn from the left edge, never off it
+    assert label.startswith("ФІПЕРАЦИЛІН") and label.endswith("…") and P.text_px(label) <= 190 - 12, label
 
 
 def test_a_result_is_marked_previous_once_the_question_changes():

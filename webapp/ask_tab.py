@@ -59,6 +59,7 @@ class AskTab:
     answer: gr.Markdown
     probs: gr.BarPlot
     timings: gr.Dataframe
+    evidence: gr.Column  # the two evidence tabs: hidden while there is no evidence to show
     crop: gr.Image
     page: gr.Image
     why: gr.Markdown
@@ -75,9 +76,9 @@ class AskTab:
     @property
     def answer_outputs(self) -> list:
         """What an answer sets, in the order the API returns them (the status line first, the answer second,
-        the candidates seventh: bench/load.py reads them by position)."""
+        the candidates seventh: bench/load.py reads them by position; new outputs go at the end)."""
         return [self.status, self.answer, self.probs, self.crop, self.page, self.why, self.cands, self.refs,
-                self.timings, self.cand_img, self.cand_caption, self.asked]
+                self.timings, self.cand_img, self.cand_caption, self.asked, self.evidence]
 
 
 def _question_inputs(ctx: Context) -> dict:
@@ -117,7 +118,7 @@ def _answer_panes() -> dict:
             got["timings"] = gr.Dataframe(df([], TIMING_COLUMNS), label="Time per stage (s)", interactive=False,
                                           elem_id="timings")
         with gr.Column(scale=2):
-            with gr.Tabs():
+            with gr.Column(visible=False, elem_id="evidence-box") as got["evidence"], gr.Tabs():
                 with gr.Tab("Evidence (enlarged)"):
                     got["crop"] = gr.Image(label=CROP_LABEL, type="pil", format="png", interactive=False,
                                            elem_id="evidence-crop", width=700)
@@ -198,9 +199,14 @@ def on_validate(ctx: Context, sid, question, *options):
 def cleared(ui: AskTab) -> dict:
     """Every pane of a result emptied (the result shown belonged to another question)."""
     return {ui.answer: "", ui.probs: gr.update(value=None, visible=False), ui.crop: gr.update(value=None, label=CROP_LABEL),
-            ui.page: gr.update(value=None, label=PAGE_LABEL), ui.why: "", ui.cands: df([], V.CANDIDATE_COLUMNS),
-            ui.refs: [], ui.timings: df([], TIMING_COLUMNS), ui.cand_img: gr.update(value=None, visible=False),
-            ui.cand_caption: "", ui.asked: {}}
+            ui.page: gr.update(value=None, label=PAGE_LABEL), ui.evidence: gr.update(visible=False), ui.why: "",
+            ui.cands: df([], V.CANDIDATE_COLUMNS), ui.refs: [], ui.timings: df([], TIMING_COLUMNS),
+            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {}}
+
+
+def no_order_check(ui: AskTab) -> dict:
+    """The option-order check hidden and its last result emptied (it belonged to the question asked before)."""
+    return {ui.order_panel: gr.update(visible=False), ui.order_md: "", ui.order_table: df([], V.ORDER_COLUMNS)}
 
 
 def on_refused(ctx: Context, ui: AskTab, sid, question, *options):
@@ -208,14 +214,14 @@ def on_refused(ctx: Context, ui: AskTab, sid, question, *options):
     said = refusal(ctx, sid, question, options) or "The question was not asked."
     return {**cleared(ui), ui.stale: "", ui.status: f"⚠ Not asked: {V.md_escape(said)}",
             ui.answer: f"## Not asked\n{V.md_escape(said)}  \nThe question was not sent to the model: nothing here "
-                       "answers it.", ui.shown_q: [], ui.order_panel: gr.update(visible=False)}
+                       "answers it.", ui.shown_q: [], **no_order_check(ui)}
 
 
 def on_start(ctx: Context, ui: AskTab, question, *options):
     """The button busy, the place in line at once, and the previous result cleared (it would read as this
     question's)."""
     ctx.line.join(ticket := time.time())
-    return {**cleared(ui), ui.stale: "", ui.status: ctx.line.message(ticket),
+    return {**cleared(ui), **no_order_check(ui), ui.stale: "", ui.status: ctx.line.message(ticket),
             ui.ask_btn: gr.update(interactive=False, value="Answering…"), ui.clicked: ticket,
             ui.order_btn: gr.update(interactive=False), ui.shown_q: [question or "", *(o or "" for o in options)]}
 
@@ -305,7 +311,8 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
            ui.probs: gr.update(value=V.probs_frame(a.probabilities, options=q.options), visible=True,
                                label=V.chart_title(scorer) if found else NOT_ANSWER_CHART),
            ui.crop: gr.update(value=crop, label=crop_label), ui.page: gr.update(value=img, label=page_label),
-           ui.why: why, ui.cands: df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), ui.refs: refs,
+           ui.evidence: gr.update(visible=crop is not None or img is not None), ui.why: why,
+           ui.cands: df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), ui.refs: refs,
            ui.timings: df(V.timing_rows({"queue wait": wait, **a.timings}), TIMING_COLUMNS),
            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "",
            ui.asked: {"question": q.text, "options": q.options, "evidence": [c.chunk.chunk_id for c in a.evidence],
@@ -334,7 +341,8 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, 
     crop_label, page_label = (CLOSEST_LABEL, CLOSEST_LABEL) if fa.abstained else (CROP_LABEL, PAGE_LABEL)
     yield {**_answered(ui, t_click), ui.answer: V.free_answer_markdown(fa, titles),
            ui.probs: gr.update(value=None, visible=False), ui.crop: gr.update(value=crop, label=crop_label),
-           ui.page: gr.update(value=img, label=page_label), ui.why: V.closest_markdown(fa, titles),
+           ui.page: gr.update(value=img, label=page_label),
+           ui.evidence: gr.update(visible=crop is not None or img is not None), ui.why: V.closest_markdown(fa, titles),
            ui.cands: df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), ui.refs: refs,
            ui.timings: df(V.timing_rows({"queue wait": wait, **fa.timings}), TIMING_COLUMNS),
            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {}}
@@ -410,14 +418,15 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
     quiet = QUIET  # never raise (see common.QUIET); on_validate may refuse, so it is queued
     for field in (ui.question, *ui.options):
         field.change(bind(on_edit, ui), [ui.shown_q, ui.question, *ui.options], [ui.stale], **quiet)
-    panes = [ui.answer, ui.probs, ui.crop, ui.page, ui.why, ui.cands, ui.refs, ui.timings, ui.cand_img,
+    panes = [ui.answer, ui.probs, ui.crop, ui.page, ui.evidence, ui.why, ui.cands, ui.refs, ui.timings, ui.cand_img,
              ui.cand_caption, ui.asked, ui.stale, ui.shown_q]
     validated = ui.ask_btn.click(bind(on_validate, ctx), [sid, ui.question, *ui.options], None,
                                  show_progress="hidden")
-    validated.failure(bind(on_refused, ctx, ui), [sid, ui.question, *ui.options],
-                      [ui.status, ui.order_panel, *panes], **quiet)
+    order = [ui.order_panel, ui.order_md, ui.order_table]
+    validated.failure(bind(on_refused, ctx, ui), [sid, ui.question, *ui.options], [ui.status, *order, *panes],
+                      **quiet)
     validated.success(bind(on_start, ctx, ui), [ui.question, *ui.options],
-                      [ui.status, ui.ask_btn, ui.clicked, ui.order_btn, *panes], **quiet) \
+                      [ui.status, ui.ask_btn, ui.clicked, ui.order_btn, *order, *panes], **quiet) \
         .success(bind(on_ask, ctx, ui), [sid, ui.clicked, ui.question, *ui.options], ui.answer_outputs,
                  show_progress_on=[ui.status], api_name="on_ask", **ctx.model_work) \
         .then(bind(on_answered, ui), [ui.asked], [ui.ask_btn, ui.order_btn, ui.order_md, ui.order_table,

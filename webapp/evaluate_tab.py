@@ -49,6 +49,7 @@ QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "6
 # Orders per question when "Check option order" is ticked. The box starts ticked when the settings' order_check
 # (PDFQA_ORDER_CHECK) asks for a check, and then checks that many orders; the box decides for each run.
 ORDER_CHECKS = 3
+PAGE_HEIGHT = 880  # px: an A4 page this tall is about 620 px wide, half the window at 1280
 LOST_ANY = [("any stage", ""), *[(s, s) for s in R.STAGES]]
 
 
@@ -124,6 +125,10 @@ class EvaluateTab:
     stop_btn: gr.Button
     progress: gr.HTML
     message: gr.Markdown
+    results_box: gr.Column  # the score, pictures and downloads: hidden until a run is shown
+    table_box: gr.Column  # the error filter and the question table: likewise
+    trace_box: gr.Column  # one question's pages, ranks, chart and trace: hidden until a question is picked
+    compare_box: gr.Column  # the comparison's pictures and tables: hidden until two runs are compared
     score_md: gr.Markdown
     score_plot: gr.BarPlot
     reliability: gr.HTML
@@ -167,17 +172,23 @@ class EvaluateTab:
     @property
     def run_outputs(self) -> list:
         return [self.message, self.score_md, self.score_plot, self.kind, self.qtable, self.shown, self.sub_dl,
-                self.trace_dl, self.reliability, self.losses, self.lost_stage, self.lost_doc]
+                self.trace_dl, self.reliability, self.losses, self.lost_stage, self.lost_doc, self.results_box,
+                self.table_box]
 
     @property
     def cleared(self) -> list:
         """What :func:`no_run` empties."""
         return [self.score_md, self.score_plot, self.reliability, self.losses, self.qtable, self.shown, self.sub_dl,
-                self.trace_dl]
+                self.trace_dl, self.results_box, self.table_box]
 
     @property
     def trace_parts(self) -> list:
-        return [self.q_head, self.trace_code, self.pred_img, self.gold_img, self.ranks, self.q_probs]
+        return [self.q_head, self.trace_code, self.pred_img, self.gold_img, self.ranks, self.q_probs, self.trace_box]
+
+    @property
+    def compared(self) -> list:
+        """What :func:`on_compare` sets and :func:`on_pick` empties."""
+        return [self.compare_md, self.compare_pics, self.deltas, self.flips, self.compare_box]
 
 
 def _run_controls(ctx: Context) -> dict:
@@ -199,44 +210,49 @@ def _run_controls(ctx: Context) -> dict:
                                           elem_id="run-sample", size="sm")
     got["progress"] = gr.HTML(elem_id="eval-progress")
     got["message"] = gr.Markdown(elem_id="eval-message", latex_delimiters=[])
-    with gr.Row():
-        got["score_md"] = gr.Markdown(elem_id="score", latex_delimiters=[])
-        got["score_plot"] = gr.BarPlot(None, x="part", y="value", y_lim=[0, 1], label="Score and its parts",
-                                       elem_id="score-plot", height=240)
-    with gr.Row():
-        got["reliability"] = gr.HTML(elem_id="reliability", js_on_load=None)
-        got["losses"] = gr.HTML(elem_id="losses", js_on_load=P.CLICK_JS)
-    with gr.Row():
-        got["sub_dl"] = gr.DownloadButton("Download submission.csv", elem_id="download-submission", interactive=False)
-        got["trace_dl"] = gr.DownloadButton("Download trace.jsonl", elem_id="download-trace", interactive=False)
+    with gr.Column(visible=False, elem_id="results-box") as got["results_box"]:
+        with gr.Row():
+            got["score_md"] = gr.Markdown(elem_id="score", latex_delimiters=[])
+            got["score_plot"] = gr.BarPlot(None, x="part", y="value", y_lim=[0, 1], label="Score and its parts",
+                                           elem_id="score-plot", height=240)
+        with gr.Row():
+            got["reliability"] = gr.HTML(elem_id="reliability", js_on_load=None)
+            got["losses"] = gr.HTML(elem_id="losses", js_on_load=P.CLICK_JS)
+        with gr.Row():
+            got["sub_dl"] = gr.DownloadButton("Download submission.csv", elem_id="download-submission",
+                                              interactive=False)
+            got["trace_dl"] = gr.DownloadButton("Download trace.jsonl", elem_id="download-trace", interactive=False)
     return got
 
 
 def _trace_views(ctx: Context) -> dict:
     """The per-question table and one question's trace. The page captions are above the images (the question's
     head names both pages), not laid over them, where they hid the top lines of the page."""
-    with gr.Row():
-        got = {"kind": gr.Radio([(k, k) for k in M.KINDS], value=M.ALL, label="Show", elem_id="error-kind", scale=3)}
-        got["lost_stage"] = gr.Dropdown(LOST_ANY, value="", label="Gold page lost at (or click a bar above)",
-                                        elem_id="lost-stage", scale=1)
-        got["lost_doc"] = gr.Dropdown([("any document", "")], value="", label="Gold document", elem_id="lost-doc",
-                                      scale=1)
-    got["qtable"] = gr.Dataframe(df([], QUESTION_HEADERS), label="Questions — select a row for its trace",
-                                 interactive=False, elem_id="question-table", wrap=True, max_height=420,
-                                 column_widths=QUESTION_WIDTHS)
+    got = {}
+    with gr.Column(visible=False, elem_id="table-box") as got["table_box"]:
+        with gr.Row():
+            got["kind"] = gr.Radio([(k, k) for k in M.KINDS], value=M.ALL, label="Show", elem_id="error-kind", scale=3)
+            got["lost_stage"] = gr.Dropdown(LOST_ANY, value="", label="Gold page lost at (or click a bar above)",
+                                            elem_id="lost-stage", scale=1)
+            got["lost_doc"] = gr.Dropdown([("any document", "")], value="", label="Gold document",
+                                          elem_id="lost-doc", scale=1)
+        got["qtable"] = gr.Dataframe(df([], QUESTION_HEADERS), label="Questions — select a row for its trace",
+                                     interactive=False, elem_id="question-table", wrap=True, max_height=420,
+                                     column_widths=QUESTION_WIDTHS)
     got["q_head"] = gr.Markdown(elem_id="question-head", latex_delimiters=[])
-    with gr.Row():
-        got["pred_img"] = gr.Image(label="Predicted page", type="pil", format="png", interactive=False,
-                                   elem_id="trace-predicted", height=560, show_label=False)
-        got["gold_img"] = gr.Image(label="Gold page", type="pil", format="png", interactive=False,
-                                   elem_id="trace-gold", height=560, show_label=False)
-    with gr.Row():
-        got["ranks"] = gr.Dataframe(df([], RANK_COLUMNS), label="Gold page's rank per stage", interactive=False,
-                                    elem_id="gold-ranks")
-        got["q_probs"] = gr.BarPlot(None, x="option", y="probability", y_lim=[0, 1],
-                                    label=V.chart_title(ctx.settings.answer.scorer), sort="x",
-                                    elem_id="question-probabilities", height=240)
-    got["trace_code"] = gr.Code(label="Trace", language="json", elem_id="trace", max_lines=30)
+    with gr.Column(visible=False, elem_id="trace-box") as got["trace_box"]:
+        with gr.Row():  # each page as wide as half the window (about 600 px at 1280): its text readable
+            got["pred_img"] = gr.Image(label="Predicted page", type="pil", format="png", interactive=False,
+                                       elem_id="trace-predicted", height=PAGE_HEIGHT, show_label=False)
+            got["gold_img"] = gr.Image(label="Gold page", type="pil", format="png", interactive=False,
+                                       elem_id="trace-gold", height=PAGE_HEIGHT, show_label=False)
+        with gr.Row():
+            got["ranks"] = gr.Dataframe(df([], RANK_COLUMNS), label="Gold page's rank per stage", interactive=False,
+                                        elem_id="gold-ranks")
+            got["q_probs"] = gr.BarPlot(None, x="option", y="probability", y_lim=[0, 1],
+                                        label=V.chart_title(ctx.settings.answer.scorer), sort="x",
+                                        elem_id="question-probabilities", height=240)
+        got["trace_code"] = gr.Code(label="Trace", language="json", elem_id="trace", max_lines=30)
     return got
 
 
@@ -252,10 +268,12 @@ def _compare_views() -> dict:
             got["delete_btn"] = gr.Button("Delete the after run", elem_id="delete-run", variant="stop", size="sm")
     got["delete_ok"] = gr.Textbox(visible=False)  # the answer to "Delete this run?": "yes" or "no"
     got["compare_md"] = gr.Markdown(elem_id="compare-summary", latex_delimiters=[])
-    got["compare_pics"] = gr.HTML(elem_id="compare-pictures", js_on_load=None)
-    got["deltas"] = gr.Dataframe(df([], DELTA_COLUMNS), label="Score changes", interactive=False, elem_id="deltas")
-    got["flips"] = gr.Dataframe(df([], FLIP_COLUMNS), label="Questions that flipped (answer, document or page)",
-                                interactive=False, elem_id="flips", wrap=True)
+    with gr.Column(visible=False, elem_id="compare-box") as got["compare_box"]:
+        got["compare_pics"] = gr.HTML(elem_id="compare-pictures", js_on_load=None)
+        got["deltas"] = gr.Dataframe(df([], DELTA_COLUMNS), label="Score changes", interactive=False,
+                                     elem_id="deltas")
+        got["flips"] = gr.Dataframe(df([], FLIP_COLUMNS), label="Questions that flipped (answer, document or page)",
+                                    interactive=False, elem_id="flips", wrap=True)
     return got
 
 
@@ -335,7 +353,8 @@ def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
             ui.sub_dl: gr.update(value=ctx.files.download(sid, name, d / "submission.csv"), interactive=True),
             ui.trace_dl: gr.update(value=ctx.files.download(sid, name, d / "trace.jsonl"), interactive=True),
             ui.reliability: reliability, ui.losses: losses, ui.lost_stage: gr.update(value=""),
-            ui.lost_doc: gr.update(choices=[("any document", ""), *docs], value="")}
+            ui.lost_doc: gr.update(choices=[("any document", ""), *docs], value=""),
+            ui.results_box: gr.update(visible=True), ui.table_box: gr.update(visible=True)}
 
 
 def _titles(ctx: Context, sid) -> dict[str, str]:
@@ -371,7 +390,8 @@ def read_csv(ctx: Context, csv_file) -> tuple[list, list, bool]:
 def no_trace(ui: EvaluateTab) -> dict:
     """The question trace emptied: it belonged to the run shown before."""
     return {ui.q_head: "", ui.trace_code: "", ui.pred_img: gr.update(value=None, label="Predicted page"),
-            ui.gold_img: gr.update(value=None, label="Gold page"), ui.ranks: df([], RANK_COLUMNS), ui.q_probs: None}
+            ui.gold_img: gr.update(value=None, label="Gold page"), ui.ranks: df([], RANK_COLUMNS), ui.q_probs: None,
+            ui.trace_box: gr.update(visible=False)}
 
 
 # ---- a run ---------------------------------------------------------------------------------------
@@ -427,7 +447,8 @@ def no_run(ui: EvaluateTab) -> dict:
     """The run shown before emptied (its score, pictures, table and downloads): a new run is under way."""
     return {ui.score_md: "", ui.score_plot: None, ui.reliability: "", ui.losses: "", ui.qtable: df([], QUESTION_HEADERS),
             ui.shown: "", ui.sub_dl: gr.update(value=None, interactive=False),
-            ui.trace_dl: gr.update(value=None, interactive=False)}
+            ui.trace_dl: gr.update(value=None, interactive=False), ui.results_box: gr.update(visible=False),
+            ui.table_box: gr.update(visible=False)}
 
 
 def on_start(ui: EvaluateTab, parsed):
@@ -560,7 +581,8 @@ def on_question(ctx: Context, ui: EvaluateTab, sid, name, evt: gr.SelectData):
     return {ui.q_head: question_head(rec, run["questions"].get(rec["Question_ID"], {}), pred_label, gold_label),
             ui.trace_code: json.dumps(V.trace_for_display(rec), ensure_ascii=False, indent=1),
             ui.pred_img: gr.update(value=pred, label=pred_label), ui.gold_img: gr.update(value=gold, label=gold_label),
-            ui.ranks: df(V.rank_rows(rec), RANK_COLUMNS), ui.q_probs: V.probs_frame(rec.get("probabilities") or {})}
+            ui.ranks: df(V.rank_rows(rec), RANK_COLUMNS), ui.q_probs: V.probs_frame(rec.get("probabilities") or {}),
+            ui.trace_box: gr.update(visible=True)}
 
 
 @handled("comparing runs")
@@ -576,7 +598,7 @@ def on_compare(ctx: Context, ui: EvaluateTab, sid, a, b):
     return {ui.compare_md: V.compare_markdown(a, b, c), ui.compare_pics: P.side_by_side(ra[0], rb[0])
             + P.side_by_side(ra[1], rb[1]),
             ui.deltas: df([[d["metric"], r3(d["A"]), r3(d["B"]), r3(d["B − A"])] for d in c["deltas"]], DELTA_COLUMNS),
-            ui.flips: df(rows, FLIP_COLUMNS)}
+            ui.flips: df(rows, FLIP_COLUMNS), ui.compare_box: gr.update(visible=True)}
 
 
 CONFIRM_DELETE = ("(sid, name, _, shown) => [sid, name, (!name || window.confirm('Delete the run ' + name + '? "
@@ -603,7 +625,8 @@ def on_delete_run(ctx: Context, ui: EvaluateTab, sid, name, confirmed, shown):
 
 def on_pick(ui: EvaluateTab):
     """A comparison shown is of the runs it names: picking others clears it."""
-    return {ui.compare_md: "", ui.compare_pics: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS)}
+    return {ui.compare_md: "", ui.compare_pics: "", ui.deltas: df([], DELTA_COLUMNS), ui.flips: df([], FLIP_COLUMNS),
+            ui.compare_box: gr.update(visible=False)}
 
 
 def _then_run(ctx: Context, ui: EvaluateTab, sid: gr.State, first) -> None:
@@ -627,14 +650,13 @@ def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
     ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
     ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
     ui.delete_btn.click(bind(on_delete_run, ctx, ui), [sid, ui.run_b, ui.delete_ok, ui.shown],
-                        [ui.message, *ui.load_outputs, ui.compare_md, ui.compare_pics, ui.deltas, ui.flips,
-                         *ui.cleared, *ui.trace_parts, ui.progress, ui.kind], js=CONFIRM_DELETE)
+                        [ui.message, *ui.load_outputs, *ui.compared, *ui.cleared, *ui.trace_parts, ui.progress, ui.kind], js=CONFIRM_DELETE)
     ui.kind.change(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
     for pick in (ui.lost_stage, ui.lost_doc):
         pick.input(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
     ui.losses.click(bind(on_loss_click, ctx, ui), [sid, ui.shown, ui.kind], [ui.lost_stage, ui.lost_doc, ui.qtable])
     ui.qtable.select(bind(on_question, ctx, ui), [sid, ui.shown], ui.trace_parts)
-    compared = [ui.compare_md, ui.compare_pics, ui.deltas, ui.flips]
+    compared = ui.compared
     ui.compare_btn.click(bind(on_compare, ctx, ui), [sid, ui.run_a, ui.run_b], compared)
     for pick in (ui.run_a, ui.run_b):
         pick.change(bind(on_pick, ui), None, compared, **quiet)

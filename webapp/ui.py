@@ -43,6 +43,11 @@ CSS = """
 #stale-note {background: #fef3c7; border-radius: 4px}
 #evidence-crop img, #evidence-page img {padding-top: 30px; box-sizing: content-box}
 #answer {scroll-margin-top: 56px}  /* scrolled to after Answer: the evidence tabs beside it stay in view */
+/* the tables are read-only: a selected cell gets no editing frame or handles; its row is tinted instead */
+.body-cell.cell-selected {box-shadow: none !important}
+.body-cell.cell-solo .cell-wrap > span {box-shadow: none !important; background: transparent !important}
+.selection-button, .cell-menu-button {display: none !important}
+[role=row]:has(.cell-selected) [role=gridcell] {background: #fff7ed !important}
 """
 
 

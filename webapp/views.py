@@ -267,7 +267,7 @@ def not_found_markdown(q: Question, a: Answer, titles: dict[str, str] | None = N
 
 def confidence_text(p: float, held: str = "") -> str:
     """The answer's probability in a demo audience's words, and how far such numbers have held (``held``)."""
-    said = f"**Probability that this answer is right: {p:.0%}**"
+    said = f"**The model's probability that this answer is right: {p:.0%}** (its estimate, not a guarantee)"
     return said + (f"  \n{held}" if held else "")
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from . import docs as D
 from .harness import ROOT, visitor_fixture
-from .test_browser import (ANSWER_TIMEOUT, expect, start_run, status_rows, tab, table_rows, text_of, upload,
+from .test_browser import (ANSWER_TIMEOUT, expect, snap, start_run, status_rows, tab, table_rows, text_of, upload,
                            wait_indexing_done, wait_until)
 
 RULEBOOK = ROOT.parent / "shared" / "unlp-long" / "pdfs" / "61990b93694d93444332fc6fa6a0f837ee312bdb.pdf"
@@ -26,23 +25,6 @@ ABSENT_Q = ("Які побічні реакції може спричинити 
             ["Головний біль", "Нудота", "Висип на шкірі", "Запаморочення", "Сонливість", "Біль у животі"])
 
 nina = visitor_fixture("nina")
-
-
-def snap(page, out_dir: Path, anchor: str | None, name: str, wait: int = 700) -> Path:
-    """The window at 1280×720, scrolled to ``#anchor`` (or the top), saved as ``docs/<name>``."""
-    page.set_viewport_size({"width": 1280, "height": 720})
-    try:
-        if anchor:
-            page.locator(f"#{anchor}").evaluate("e => e.scrollIntoView({block: 'start'})")
-        else:
-            page.evaluate("() => window.scrollTo(0, 0)")
-        page.wait_for_timeout(wait)
-        p = out_dir / "docs" / name
-        p.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(p))
-        return p
-    finally:
-        page.set_viewport_size({"width": 1400, "height": 1000})
 
 
 def fill(page, question: str, options: list[str]) -> None:
@@ -113,6 +95,7 @@ def test_a_refused_question_says_so_where_the_answer_was(nina, out_dir):
     said, status = text_of(nina, "answer"), text_of(nina, "ask-status")
     assert "over the limit" in said and "Not found" not in said and "Answered in" not in status, (said, status)
     assert not nina.locator("#evidence-crop img").count(), "an earlier answer's evidence is still shown"
+    expect(nina.locator("#evidence-box")).to_be_hidden()  # issue 48: no empty evidence box beside the refusal
     snap(nina, out_dir, "ask", "ask-refused.png")
 
 
@@ -124,7 +107,7 @@ def test_a_result_under_a_changed_question_is_marked_previous_and_cleared_on_ask
     fill(nina, D.PARKING_Q[0], D.PARKING_Q[1])
     nina.locator("#ask").click()
     expect(nina.locator("#answer")).to_contain_text("Answer: D", timeout=ANSWER_TIMEOUT)
-    expect(nina.locator("#answer")).to_contain_text("Probability that this answer is right")
+    expect(nina.locator("#answer")).to_contain_text("The model's probability that this answer is right")
     expect(nina.locator("#answer")).to_contain_text("How far that holds")
     expect(nina.locator("#candidates")).to_contain_text("re-ordered among their own places by page choice")
     expect(nina.locator("#stale-note")).not_to_contain_text("Previous result")
@@ -137,6 +120,26 @@ def test_a_result_under_a_changed_question_is_marked_previous_and_cleared_on_ask
     expect(nina.locator("#stale-note")).not_to_contain_text("Previous result")
     expect(nina.locator("#ask-status")).to_contain_text(re.compile("Answered in|Searched in"), timeout=ANSWER_TIMEOUT)
     expect(nina.locator("#answer")).to_contain_text("150 гривень")
+
+
+def axis_letters(page, elem_id: str) -> list[str]:
+    """The option letters under a bar chart's bars (Gradio draws it as SVG with Vega: its x-axis labels)."""
+    return page.evaluate(f"() => [...document.querySelectorAll('#{elem_id} svg .role-axis-label')].slice(0, 1)"
+                         ".flatMap(g => [...g.querySelectorAll('text')].map(t => t.textContent))")
+
+
+@pytest.mark.timeout(600)
+def test_a_two_option_question_is_scored_and_charted_on_its_two_options(nina, out_dir):
+    """Issue 48: a question with only A and B filled is answered, says plainly that only those two were scored,
+    and charts A and B only (no empty C–F slots)."""
+    tab(nina, "Ask")
+    fill(nina, D.PARKING_Q[0], ["10 гривень", "20 гривень", "", "", "", ""])
+    nina.locator("#ask").click()
+    expect(nina.locator("#answer")).to_contain_text("Answer: B", timeout=ANSWER_TIMEOUT)
+    expect(nina.locator("#answer")).to_contain_text("2 options given (A, B): only these were scored")
+    wait_until(nina, lambda: axis_letters(nina, "probabilities") == ["A", "B"], 30,
+               f"a chart of A and B only (got {axis_letters(nina, 'probabilities')})")
+    snap(nina, out_dir, "ask", "ask-two-options.png")
 
 
 def _left_seconds(text: str) -> float | None:
@@ -163,7 +166,7 @@ def test_evaluate_pictures_click_to_filter_then_a_new_run_clears_them_and_stops_
     snap(nina, out_dir, "reliability", "evaluate-pictures.png")
 
     start_run(nina, files["questions.csv"], "second")
-    expect(nina.locator("#score")).not_to_contain_text("Score:", timeout=5_000)  # the last run's results go
+    expect(nina.locator("#results-box")).to_be_hidden(timeout=5_000)  # the last run's results go
     assert not table_rows(nina, "question-table") and not nina.locator("#losses svg").count()
     expect(nina.locator("#eval-progress")).to_contain_text("1 / 4", timeout=ANSWER_TIMEOUT)
     seen, t0 = [], time.perf_counter()
@@ -200,6 +203,23 @@ def test_two_runs_compared_as_the_same_pictures_side_by_side(nina, out_dir):
     snap(nina, out_dir, "compare-summary", "evaluate-compare-pictures.png")
 
 
+@pytest.mark.timeout(300)
+def test_evaluate_after_a_reload_shows_the_newest_run(nina, out_dir):
+    """Issue 48: after a reload the Evaluate tab shows the newest run (its score and pictures, nothing clicked) and
+    names the saved runs at the top; the question trace and comparison stay hidden until asked for."""
+    nina.reload()
+    nina.wait_for_function("() => !!localStorage.getItem('pdfqa-session')")
+    tab(nina, "Evaluate")
+    expect(nina.locator("#saved-runs")).to_contain_text("Saved runs (newest first): second, first", timeout=30_000)
+    expect(nina.locator("#score")).to_contain_text("Run second")
+    expect(nina.locator("#score")).to_contain_text("Score:")
+    expect(nina.locator("#reliability svg circle.bin").first).to_be_visible()
+    expect(nina.locator("#losses svg rect.loss-bar").first).to_be_visible()
+    expect(nina.locator("#trace-box")).to_be_hidden()
+    expect(nina.locator("#compare-box")).to_be_hidden()
+    snap(nina, out_dir, "saved-runs", "evaluate-after-reload.png")
+
+
 olena = visitor_fixture("olena")
 LEAFLET = ROOT.parent / "shared" / "unlp" / "pdfs" / "4e779acee13fa6e0763fb33d1c83030b8e6ea33d.pdf"
 LEAFLET_Q = ("Як рекомендовано приймати ретаболіл дорослим?",
@@ -231,6 +251,9 @@ def test_run_the_sample_questions_from_an_empty_library(pavlo, out_dir):
     """Issue 48: a newcomer with an empty library presses "Run the sample questions": the sample corpus goes into
     the library and its 12 questions are run (stopped after the first here, to keep CI short) and scored."""
     tab(pavlo, "Evaluate")
+    for box in ("results-box", "table-box", "trace-box", "compare-box"):  # no empty placeholders before a run
+        expect(pavlo.locator(f"#{box}")).to_be_hidden()
+    snap(pavlo, out_dir, None, "evaluate-before-run.png")
     pavlo.locator("#run-sample").click()
     expect(pavlo.locator("#eval-message")).to_contain_text("Starting a run of 12 questions", timeout=ANSWER_TIMEOUT)
     expect(pavlo.locator("#eval-progress")).to_contain_text("1 / 12", timeout=ANSWER_TIMEOUT)
