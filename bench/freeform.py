@@ -135,6 +135,7 @@ class ReadingCache:
         parts = [self.prompts, str(self.extract), q.text, *passages] + ([] if judge else ["no-judgements"])
         key = hashlib.sha1("\x00".join(parts).encode()).hexdigest()
         if key not in self.items:
+            self.reader.a.forget()  # timed from cold: not on the prompt another variant's reading left cached
             r = self.reader.read(q, passages, extract=self.extract, judge=judge)  # both modes from one reading
             self.items[key] = r.to_dict()
             with open(self.path, "a", encoding="utf-8") as f:

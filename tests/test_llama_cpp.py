@@ -93,6 +93,15 @@ def test_yes_probability_reads_the_stated_fact(models):
     assert ans.yes_log_odds([FACT, YES_TAIL], yes=("Так",), no=("Ні",)) != d  # other words, other tokens
 
 
+def test_forget_drops_the_cached_prompt_and_the_same_numbers_come_back(models):
+    ans = models.answerer
+    d = ans.yes_log_odds([FACT, YES_TAIL])
+    assert ans.llm.n_tokens > 0
+    ans.forget()
+    assert ans.llm.n_tokens == 0 and ans._last is None
+    assert ans.yes_log_odds([FACT, YES_TAIL]) == pytest.approx(d, abs=1e-4)  # read again from the start
+
+
 def test_a_backend_without_free_text_says_so():
     from pipeline.backends.base import Answerer
     from pipeline.errors import BackendError

@@ -158,6 +158,10 @@ class Answerer(ABC):
         """Read ``prompt`` ahead of calls whose prompts start with it (a backend with a prompt cache); by
         default nothing (a server reuses its own cache)."""
 
+    def forget(self) -> None:
+        """Drop any prompt cached here, so the next call reads its prompt from the start (a benchmark timing
+        variants that read the same passages one after the other); by default nothing is cached."""
+
     def exclusive(self):
         """A context in which this thread's calls follow each other with no other thread's in between
         (llama.cpp: they share its one prompt cache); by default nothing is held."""

@@ -305,6 +305,10 @@ class LlamaCppAnswerer(Answerer):
             if len(toks) > 1:
                 self._eval(toks[:-1])
 
+    def forget(self) -> None:
+        with self._lock:
+            self.llm.n_tokens, self._last = 0, None
+
     def exclusive(self):
         return self._lock
 
