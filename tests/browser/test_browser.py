@@ -473,6 +473,11 @@ def test_evaluate_submission_matches_cli(alice, app, files, out_dir, tmp_path, t
     assert abs(pred["y"] - gold["y"]) < 5 and gold["x"] >= pred["x"] + pred["width"] - 5, (pred, gold)
     image_of(alice, "trace-predicted", app), image_of(alice, "trace-gold", app)
     expect(alice.locator("#question-head")).to_contain_text("Gold:")
+    # issue 48: the tables are read-only, so a selected cell has no editing frame (an accent ring, a lifted box)
+    frame = alice.evaluate("() => { const c = document.querySelector('#question-table .cell-selected'); "
+                           "const s = c && c.querySelector('.cell-wrap > span'); "
+                           "return c && [getComputedStyle(c).boxShadow, s ? getComputedStyle(s).boxShadow : 'none']; }")
+    assert frame == ["none", "none"], frame
     alice.set_viewport_size({"width": 1280, "height": 720})
     alice.wait_for_timeout(800)
     width = alice.evaluate("() => { const t = document.querySelector('#question-table'); "
