@@ -920,3 +920,81 @@ def test_a_time_never_reads_minus_zero():
     from webapp.ask_tab import seconds_text
 
     assert seconds_text(-0.3) == "0 s" and seconds_text(-0.0) == "0 s" and seconds_text(2.6) == "3 s"
+
+
+def test_judging_in_ask_lists_and_runs_in_evaluate_for_that_visitor_only(tmp_path):
+    """Issue 45: a judgement saved from the Ask tab's row is this visitor's: listed, counted on the run buttons
+    and read as a ready set in their Evaluate tab, none of it in a second visitor's; a judgement made after a run
+    marks that question in the run's table. (A stand-in library holds the documents' names: the handlers' logic
+    is tested, not indexing.)"""
+    import gradio as gr
+
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from pipeline.evaluation.judged import Shown
+    from pipeline.settings import load_settings
+    from webapp import evaluate_tab as E
+    from webapp import judge_row as J
+    from webapp import judged_set as JS
+    from webapp.common import Context
+
+    class Pipe:
+        library = type("Lib", (), {"documents": lambda self: [SimpleNamespace(name="muzei.pdf", title="Музей"),
+                                                               SimpleNamespace(name="parking.pdf", title="")]})()
+
+    ctx = Context(load_settings(data_dir=tmp_path), SessionStore(tmp_path, lambda root: Pipe(), closer=lambda p: None),
+                  tmp_path / "none")
+    with gr.Blocks():
+        row, ui = J.layout(), E.layout(ctx)
+    first, second = ctx.store.new_id(), ctx.store.new_id()
+    for sid in (first, second):  # a library on disk (its file only: the stand-in holds the documents)
+        ctx.store.library_dir(sid).mkdir(parents=True)
+        (ctx.store.library_dir(sid) / "library.sqlite").touch()
+    q = ["Коли відчиняється музей?", "О 8:00", "О 9:00", "О 10:00", "", "", ""]
+    shown = asdict(Shown("B", "muzei.pdf", 1, 0.6, False, "2026-12-07T05:00:00Z"))
+    panel = J.on_shown(ctx, row, first, q, shown)
+    assert panel[row.doc]["value"] == "muzei.pdf" and panel[row.page] == 1
+    assert [v for _, v in panel[row.option]["choices"]] == ["A", "C"]  # the shown B is not "wrong"'s answer
+    said = J.on_wrong(ctx, row, first, q, shown, "B", "", False, "muzei.pdf", 1, "", "")[row.msg]
+    assert said.startswith("⚠ Not saved") and "judge it right" in said, said  # nothing kept
+    said = J.on_wrong(ctx, row, first, q, shown, "C", "", False, "muzei.pdf", 2, "wrong page", "стор. 2")[row.msg]
+    assert said.startswith("✓ Saved as **J001** — judged wrong"), said
+    again = J.on_right(ctx, row, first, q, shown)[row.msg]
+    assert again.startswith("✓ Updated **J001** (judged before: wrong) — judged right"), again
+    assert "Judged before as **J001** (right" in J.on_shown(ctx, row, first, q, shown)[row.msg]
+    plain = ["Скільки коштує доба паркування?", "", "", "", "", "", ""]
+    got = J.on_wrong(ctx, row, first, plain, asdict(Shown("100 грн", "parking.pdf", 1, None, False, "x")),
+                     None, "", True, "parking.pdf", 1, "", "")[row.msg]
+    assert got.startswith("✓ Saved as **J002** — judged wrong, the right answer «not in these documents»"), got
+
+    mine, theirs = JS.views(ctx, ui.judged, first), JS.views(ctx, ui.judged, second)
+    assert mine[ui.judged.box]["label"] == "Your judged questions (2: 1 six-option, 1 plain) — two runs, one per kind"
+    assert list(mine[ui.judged.table]["ID"]) == ["J002", "J001"] and len(mine[ui.judged.files]) == 2
+    assert mine[ui.judged.run_options]["visible"] and mine[ui.judged.run_free]["visible"]
+    assert theirs[ui.judged.table].empty and not theirs[ui.judged.run_options]["visible"] \
+        and theirs[ui.judged.files] is None
+    run = JS.on_run_set(ctx, False, ui.parsed, ui.message, first)
+    questions, notes, free = run[ui.parsed]
+    assert [(x.qid, x.gold_answer) for x in questions] == [("J001", "B")] and not notes and not free
+    assert JS.on_run_set(ctx, True, ui.parsed, ui.message, first)[ui.parsed][0][0].gold_answer == ""
+    none = JS.on_run_set(ctx, False, ui.parsed, ui.message, second)
+    assert none[ui.parsed] is None and "question can run in this library" in none[ui.message]
+    # a run of J001, then J001 judged again: its row is marked in that run's table
+    out = tmp_path / "run"
+    R.save_questions(out, questions)
+    os.utime(out / "questions.json", (time.time() - 5, time.time() - 5))
+    J.on_wrong(ctx, row, first, q, shown, "A", "", False, "muzei.pdf", 1, "", "")
+    after = JS.judged_after(ctx, first, {"dir": out, "questions": {"J001": {"text": q[0]}}})
+    assert after == {"J001"} and JS.marked([["J001", q[0]], ["J002", "x"]], after)[0][1].startswith(JS.MARK)
+    removed = JS.on_remove(ctx, ui.judged, first, "j001")
+    assert "Removed J001" in removed[ui.judged.msg] and list(removed[ui.judged.table]["ID"]) == ["J002"]
+    # the downloaded CSV uploaded into another visitor's list: added; a file with no usable row is refused whole
+    back = tmp_path / "judged-questions.csv"
+    back.write_text(JS.judged(ctx.store, first).export_csv(free=True), encoding="utf-8")  # J002 (J001 removed)
+    up = JS.on_upload(ctx, ui.judged, second, str(back))
+    assert up[ui.judged.msg].startswith("Uploaded: 1 added"), up[ui.judged.msg]
+    assert list(up[ui.judged.table]["ID"]) == ["J002"] and up[ui.judged.run_free]["visible"]
+    back.write_text("foo,bar\n1,2\n", encoding="utf-8")
+    bad = JS.on_upload(ctx, ui.judged, second, str(back))
+    assert bad[ui.judged.msg].startswith("⚠ Not uploaded") and len(bad[ui.judged.table]) == 1, bad[ui.judged.msg]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import gradio as gr
 
@@ -18,8 +18,10 @@ from pipeline.checks import check_question
 from pipeline.documents.evidence import evidence_for, why_this_answer
 from pipeline.documents.ingest import safe_name
 from pipeline.errors import PdfQaError
+from pipeline.evaluation.judged import shown_of
 from pipeline.types import LETTERS, Candidate, Question
 
+from . import judge_row as J
 from . import runs as R
 from . import views as V
 from .blocks import BlockError, parse_block
@@ -72,13 +74,15 @@ class AskTab:
     cand_img: gr.Image
     refs: gr.State
     asked: gr.State  # the last six-option question and its passages (for the option-order check)
+    judge: J.JudgeRow  # "Judge this answer" under the answer
 
     @property
     def answer_outputs(self) -> list:
         """What an answer sets, in the order the API returns them (the status line first, the answer second,
         the candidates seventh: bench/load.py reads them by position; new outputs go at the end)."""
         return [self.status, self.answer, self.probs, self.crop, self.page, self.why, self.cands, self.refs,
-                self.timings, self.cand_img, self.cand_caption, self.asked, self.evidence]
+                self.timings, self.cand_img, self.cand_caption, self.asked, self.evidence, self.judge.shown,
+                self.judge.box]
 
 
 def _question_inputs(ctx: Context) -> dict:
@@ -139,6 +143,7 @@ def _answer_panes() -> dict:
 def layout(ctx: Context) -> AskTab:
     got = _question_inputs(ctx)
     got.update(_answer_panes())
+    got["judge"] = J.layout()  # under the answer, above the candidates: small, the answer stays the focus
     got["cands"] = gr.Dataframe(df([], V.CANDIDATE_COLUMNS), label=CANDIDATES_LABEL, interactive=False,
                                 elem_id="candidates", wrap=True, max_height=520, column_widths=V.CANDIDATE_WIDTHS)
     got["cand_caption"] = gr.Markdown(elem_id="candidate-caption", latex_delimiters=[])
@@ -201,7 +206,8 @@ def cleared(ui: AskTab) -> dict:
     return {ui.answer: "", ui.probs: gr.update(value=None, visible=False), ui.crop: gr.update(value=None, label=CROP_LABEL),
             ui.page: gr.update(value=None, label=PAGE_LABEL), ui.evidence: gr.update(visible=False), ui.why: "",
             ui.cands: df([], V.CANDIDATE_COLUMNS), ui.refs: [], ui.timings: df([], TIMING_COLUMNS),
-            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {}}
+            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {},
+            ui.judge.shown: {}, ui.judge.box: gr.update(visible=False)}
 
 
 def no_order_check(ui: AskTab) -> dict:
@@ -316,7 +322,7 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
            ui.timings: df(V.timing_rows({"queue wait": wait, **a.timings}), TIMING_COLUMNS),
            ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "",
            ui.asked: {"question": q.text, "options": q.options, "evidence": [c.chunk.chunk_id for c in a.evidence],
-                      "probabilities": a.probabilities}}
+                      "probabilities": a.probabilities}, ui.judge.shown: asdict(shown_of(a))}
 
 
 def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, sid: str):
@@ -345,7 +351,8 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, 
            ui.evidence: gr.update(visible=crop is not None or img is not None), ui.why: V.closest_markdown(fa, titles),
            ui.cands: df(V.candidate_rows(refs), V.CANDIDATE_COLUMNS), ui.refs: refs,
            ui.timings: df(V.timing_rows({"queue wait": wait, **fa.timings}), TIMING_COLUMNS),
-           ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {}}
+           ui.cand_img: gr.update(value=None, visible=False), ui.cand_caption: "", ui.asked: {},
+           ui.judge.shown: asdict(shown_of(fa))}
 
 
 @served
@@ -419,7 +426,7 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
     for field in (ui.question, *ui.options):
         field.change(bind(on_edit, ui), [ui.shown_q, ui.question, *ui.options], [ui.stale], **quiet)
     panes = [ui.answer, ui.probs, ui.crop, ui.page, ui.evidence, ui.why, ui.cands, ui.refs, ui.timings, ui.cand_img,
-             ui.cand_caption, ui.asked, ui.stale, ui.shown_q]
+             ui.cand_caption, ui.asked, ui.stale, ui.shown_q, ui.judge.shown, ui.judge.box]
     validated = ui.ask_btn.click(bind(on_validate, ctx), [sid, ui.question, *ui.options], None,
                                  show_progress="hidden")
     order = [ui.order_panel, ui.order_md, ui.order_table]
@@ -431,7 +438,9 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
                  show_progress_on=[ui.status], api_name="on_ask", **ctx.model_work) \
         .then(bind(on_answered, ui), [ui.asked], [ui.ask_btn, ui.order_btn, ui.order_md, ui.order_table,
                                                    ui.order_panel], **quiet) \
+        .then(bind(J.on_shown, ctx, ui.judge), [sid, ui.shown_q, ui.judge.shown], ui.judge.outputs, **quiet) \
         .then(None, None, None, js=SCROLL_TO_ANSWER)
+    J.wire(ctx, ui.judge, sid, ui.shown_q)
     ui.order_btn.click(lambda: "Re-asking with the options in 6 orders…", None, [ui.order_md], **quiet) \
         .then(bind(on_order_check, ctx, ui), [sid, ui.asked], [ui.order_md, ui.order_table],
               show_progress_on=[ui.order_md], **ctx.model_work)

@@ -31,6 +31,7 @@ from pipeline.evaluation.run import evaluate, seconds_summary
 from pipeline.qa import Asker
 from pipeline.types import LETTERS
 
+from . import judged_set as JS
 from . import pictures as P
 from . import runs as R
 from . import views as V
@@ -158,6 +159,7 @@ class EvaluateTab:
     shown: gr.State  # the name of the run shown
     parsed: gr.State  # the CSV read when Run was pressed: (questions, problems, free-form)
     token: gr.State  # this page's run (its Stop flag in ``stops``)
+    judged: JS.JudgedSet  # the visitor's judged questions: a ready set, listed
     stops: RunStops = field(default_factory=RunStops)
 
     @property
@@ -208,6 +210,8 @@ def _run_controls(ctx: Context) -> dict:
                 got["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False)
             got["sample_btn"] = gr.Button("Run the sample questions (adds the sample PDFs to the library)",
                                           elem_id="run-sample", size="sm")
+            judged = JS.buttons()
+    got["judged"] = JS.list_layout(judged)
     got["progress"] = gr.HTML(elem_id="eval-progress")
     got["message"] = gr.Markdown(elem_id="eval-message", latex_delimiters=[])
     with gr.Column(visible=False, elem_id="results-box") as got["results_box"]:
@@ -349,7 +353,8 @@ def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
     return {ui.score_md: V.metrics_markdown(m, name, _missing_note(ctx, sid, qs), not_asked=skipped),
             ui.score_plot: V.metrics_frame(run["metrics"]),
             ui.kind: gr.update(choices=kind_choices(run["traces"], skipped), value=M.ALL),
-            ui.qtable: df(R.question_rows(run["traces"], run["questions"], titles), QUESTION_HEADERS), ui.shown: name,
+            ui.qtable: df(JS.marked(R.question_rows(run["traces"], run["questions"], titles),
+                                    JS.judged_after(ctx, sid, run)), QUESTION_HEADERS), ui.shown: name,
             ui.sub_dl: gr.update(value=ctx.files.download(sid, name, d / "submission.csv"), interactive=True),
             ui.trace_dl: gr.update(value=ctx.files.download(sid, name, d / "trace.jsonl"), interactive=True),
             ui.reliability: reliability, ui.losses: losses, ui.lost_stage: gr.update(value=""),
@@ -530,7 +535,8 @@ def filtered_table(ctx: Context, sid, name, kind, stage="", doc=""):
     """The question table of run ``name``: questions of error ``kind``, lost at ``stage``, of gold document ``doc``."""
     run = R.load_run(ctx.store.runs_dir(sid), name)
     shown = R.filter_lost(M.filter_traces(run["traces"], kind), stage or "", doc or "")
-    return df(R.question_rows(shown, run["questions"], _titles(ctx, sid)), QUESTION_HEADERS)
+    return df(JS.marked(R.question_rows(shown, run["questions"], _titles(ctx, sid)), JS.judged_after(ctx, sid, run)),
+              QUESTION_HEADERS)
 
 
 @handled("filtering a run")
@@ -645,8 +651,12 @@ def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
     for first in (ui.run_btn.click(bind(on_validate, ctx, ui), [sid, ui.csv_in], [ui.parsed, ui.message, ui.csv_in],
                                    **quiet),
                   ui.sample_btn.click(bind(on_sample_questions, ctx, ui), [sid], [ui.parsed, ui.message],
-                                      show_progress_on=[ui.message], **ctx.model_work)):
+                                      show_progress_on=[ui.message], **ctx.model_work),
+                  *(btn.click(bind(JS.on_run_set, ctx, free, ui.parsed, ui.message), [sid], [ui.parsed, ui.message],
+                              **quiet)
+                    for btn, free in ((ui.judged.run_options, False), (ui.judged.run_free, True)))):
         _then_run(ctx, ui, sid, first)
+    JS.wire(ctx, ui.judged, sid)
     ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
     ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
     ui.delete_btn.click(bind(on_delete_run, ctx, ui), [sid, ui.run_b, ui.delete_ok, ui.shown],

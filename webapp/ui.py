@@ -23,7 +23,7 @@ from pipeline.qa import Pipeline
 from pipeline.settings import Settings
 from pipeline.types import Question
 
-from . import ask_tab, evaluate_tab, library_tab
+from . import ask_tab, evaluate_tab, judged_set, library_tab
 from .common import Context, bind
 from .files import SET_READER_JS, UPLOAD_MINUTES, FileGuard
 from .sessions import SessionStore, valid_session_id
@@ -104,7 +104,7 @@ def on_load(ctx: Context, page: _Page, stored):
     sid = stored if ctx.store.issued(stored) else ctx.store.new_id()
     return {page.stored: sid, page.sid: sid, page.reader: ctx.store.reader_token(ctx.store.files_key(sid)),
             **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid),
-            **(evaluate_tab.newest_run(ctx, page.evaluate, sid) or {})}
+            **(evaluate_tab.newest_run(ctx, page.evaluate, sid) or {}), **judged_set.views(ctx, page.evaluate.judged, sid)}
 
 
 def on_library_page(ctx: Context, page: _Page, sid, pick):
@@ -116,13 +116,18 @@ def on_ask_page(ctx: Context, page: _Page, sid):
     return {page.ask.examples: gr.update(visible=ask_tab.examples_visible(ctx, sid))}
 
 
+def on_evaluate_page(ctx: Context, page: _Page, sid):
+    """The judged questions as they are now (judged in the Ask tab since the page loaded)."""
+    return judged_set.views(ctx, page.evaluate.judged, sid) or gr.skip()
+
+
 def about_model(settings) -> str:
     """The about line's answer model: which file answers and why that format (``shipped.answer_model_note``)."""
     n = answer_model_note(settings)
     return f"Answer model: {n['model']}" + (f" ({n['format'].upper()}; {n['why']})" if "format" in n else "")
 
 
-def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab, gr.Tab]:
+def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab, gr.Tab, gr.Tab]:
     # uploads are deleted once read; one never read (a CSV left unrun) goes within UPLOAD_MINUTES (and a half)
     age = UPLOAD_MINUTES * 60
     with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(age // 2, age)) as demo:
@@ -138,9 +143,9 @@ def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab, gr.
                 library = library_tab.layout(ctx)
             with gr.Tab("Ask", id="ask") as ask_page:
                 ask = ask_tab.layout(ctx)
-            with gr.Tab("Evaluate", id="evaluate"):
+            with gr.Tab("Evaluate", id="evaluate") as evaluate_page:
                 evaluation = evaluate_tab.layout(ctx)
-    return demo, _Page(stored, sid, reader, library, ask, evaluation), ask_page, library_page
+    return demo, _Page(stored, sid, reader, library, ask, evaluation), ask_page, library_page, evaluate_page
 
 
 def build_app(settings: Settings, *, models: Models | None = None, sample_dir: Path | str = "assets/sample",
@@ -158,18 +163,20 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
     gr.set_static_paths([store.files_root])  # served from there (no copy in Gradio's cache), to their owner only
     ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
                   dict(concurrency_limit=settings.web.model_concurrency, concurrency_id="model"))
-    demo, page, ask_page, library_page = _layout(ctx, data_dir)
+    demo, page, ask_page, library_page, evaluate_page = _layout(ctx, data_dir)
     with demo:
         library_tab.wire(ctx, page.library, page.sid)
         ask_tab.wire(ctx, page.ask, page.sid)
         evaluate_tab.wire(ctx, page.evaluate, page.sid)
         demo.load(bind(on_load, ctx, page), [page.stored],
                   [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs, page.reader,
-                   *page.evaluate.shown_outputs],
+                   *page.evaluate.shown_outputs, *page.evaluate.judged.outputs],
                   api_name="on_load") \
             .then(None, [page.reader], None, js=SET_READER_JS)
         ask_page.select(bind(on_ask_page, ctx, page), [page.sid], [page.ask.examples], queue=False,
                         show_progress="hidden")
+        evaluate_page.select(bind(on_evaluate_page, ctx, page), [page.sid], page.evaluate.judged.outputs, queue=False,
+                             show_progress="hidden")
         library_page.select(bind(on_library_page, ctx, page), [page.sid, page.library.remove_pick],
                             page.library.load_outputs, queue=False, show_progress="hidden")
     return App(demo, store)
