@@ -47,6 +47,33 @@ def test_judge_list_update_and_remove(tmp_path):
     assert j.judged_after(T0 + 60) == ["J001"]  # judged again after a run that began then: that run's gold is older
 
 
+def test_two_tabs_judging_at_once_lose_nothing_and_one_question_stays_one_record(tmp_path):
+    """Two tabs of one visitor (two instances over one file, their calls in threads at once): every distinct
+    question is kept, each once; the same question judged by both is one record, the other told it replaced one."""
+    import threading
+
+    tabs = [JudgedQuestions(tmp_path / "judged.json"), JudgedQuestions(tmp_path / "judged.json")]
+    saved, start = [[], []], threading.Barrier(2)
+
+    def judge(i):
+        start.wait()
+        for n in range(20):
+            saved[i].append(tabs[i].judge(f"Питання {i}-{n}?", OPTS, "right", shown=shown(), now=T0 + n))
+        saved[i].append(tabs[i].judge("Спільне питання?", OPTS, "wrong", shown=shown(), answer="CD"[i], now=T0 + 99))
+
+    threads = [threading.Thread(target=judge, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = JudgedQuestions(tmp_path / "judged.json").list()
+    assert len(got) == 41 and len({r.qid for r in got}) == 41
+    shared = [r for r in got if r.question == "Спільне питання?"]
+    assert len(shared) == 1 and shared[0].answer in ("C", "D")
+    last = [s[-1] for s in saved]
+    assert sum(x.replaced is not None for x in last) == 1 and any("replaced" in x.message for x in last)
+
+
 def test_what_a_judgement_must_say(tmp_path):
     j = JudgedQuestions(tmp_path / "judged.json")
     refused = [
