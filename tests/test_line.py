@@ -56,10 +56,21 @@ def test_the_ask_tab_puts_a_question_in_line_and_takes_it_out():
     from webapp import ask_tab
     from webapp.common import bind
 
-    ctx = types.SimpleNamespace(line=Line())
-    ui = types.SimpleNamespace(**{k: k for k in ("status", "ask_btn", "clicked", "order_btn", "answer", "probs",
-                                                 "crop", "page", "why", "cands", "refs", "timings", "cand_img",
-                                                 "cand_caption", "asked", "stale", "shown_q")})
+    class Key(str):
+        """A component named by its attribute path (``ui.judge.box`` is "judge.box"): the handlers' outputs by name."""
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return Key(f"{self}.{name}")
+
+    class Names:
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return Key(name)
+
+    ctx, ui = types.SimpleNamespace(line=Line()), Names()  # every component the tab has, now and later
     ctx.line.join(0.5)  # someone else's question, waiting
     out = ask_tab.on_start(ctx, ui, "Питання?", *["x"] * 6)
     ticket = out["clicked"]
