@@ -3,11 +3,13 @@
 One visitor ("judy") uploads two small Ukrainian documents, asks three six-option questions and judges one right,
 one wrong with another option and page, and one wrong as "not in these documents"; after a reload the three are
 listed in Evaluate, the six-option set runs without a file and shows its score and pictures, and the downloaded
-CSV is read by the command's reader with its gold columns. The judge row and the list are photographed at
+CSV is read by the command's reader with its gold columns, and ``python -m pipeline.evaluate`` gives it the score
+the tab showed. The judge row and the list are photographed at
 1280×720 as ``$TEST_OUTPUT_DIR/docs/ask-judge.png`` and ``evaluate-judged.png`` (copied into docs/).
 """
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -32,7 +34,7 @@ def ask(page, question: str, options: list[str]) -> None:
 
 
 @pytest.mark.timeout(900)
-def test_judged_answers_become_a_test_set_that_evaluate_runs(judy, tmp_path, out_dir):
+def test_judged_answers_become_a_test_set_that_evaluate_runs(judy, tmp_path, out_dir, models, monkeypatch):
     for name, data in (("muzei.pdf", D.museum_pdf()), ("parking.pdf", D.parking_pdf())):
         (tmp_path / name).write_bytes(data)
     upload(judy, "upload", [tmp_path / "muzei.pdf", tmp_path / "parking.pdf"])
@@ -90,3 +92,15 @@ def test_judged_answers_become_a_test_set_that_evaluate_runs(judy, tmp_path, out
     expect(judy.locator("#reliability svg").first).to_be_visible()
     expect(judy.locator("#losses svg").first).to_be_visible()
     expect(judy.locator("#question-table")).to_contain_text("J002")
+    # the downloaded CSV through `python -m pipeline.evaluate` (in process, on the models already loaded): the score
+    # the Evaluate tab showed for the same questions over the same documents
+    shown = float(re.search(r"Score: ([0-9.]+)", judy.locator("#score").inner_text()).group(1))
+    from pipeline import evaluate as ev
+    from pipeline import qa
+
+    monkeypatch.setattr(qa, "Models", lambda settings: models)
+    out = tmp_path / "out"
+    assert ev.main(["--pdfs", str(tmp_path), "--questions", str(dl.value.path()), "--out", str(out),
+                    "--data-dir", str(tmp_path / "lib")]) == 0
+    got = json.loads((out / "metrics.json").read_text())
+    assert got["n"] == 2 and round(got["score"], 3) == shown, (got, shown)
