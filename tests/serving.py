@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from pipeline.backends.vllm_engine import VLLM_VENV_PYTHON
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -107,7 +109,7 @@ def serve(handler: type, **attrs):
 
 
 # ---- vLLM's CPU build (.venv-vllm, scripts/setup-vllm.sh) -------------------------------------------------------
-VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_PYTHON = VLLM_VENV_PYTHON  # the interpreter the vllm-cpu profile measures its dtype in
 # vLLM's own logging quiet (the engines' KV cache and cores: the vllm-cpu profile's, vllm_engine.cpu_env)
 VLLM_ENV = {"VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
 

@@ -38,14 +38,6 @@ def ready_set(store: SessionStore, sid: str, free: bool = False) -> tuple[list[Q
     return (*judged(store, sid).as_questions(library_documents(store, sid), free), free)
 
 
-def set_label(store: SessionStore, sid: str) -> str:
-    """"Your judged questions (N)" — with options, and without when there are any."""
-    records = judged(store, sid).list()
-    free = sum(r.free for r in records)
-    return (f"Your judged questions ({len(records) - free})"
-            + (f" · without options or not in these documents ({free})" if free else ""))
-
-
 def downloads(store: SessionStore, files: Files, sid: str) -> list[str]:
     """The judged questions as CSV files for download (served to this visitor only): the questions with options
     in the competition's format, the others in the free-form format; each only when it has a question."""
