@@ -49,6 +49,11 @@ HALVES = ("half-a", "half-b")
 VARIANTS = [
     ("full system (generative)", {}),
     ("judgements asked where they do not decide (before issue 48)", {"free_judge_always": True}),
+    ("before issue 48 (judgements always asked, first passages 420 + 160 tokens)",
+     {"free_judge_always": True, "free_passage_tokens": 420, "free_preceding_tokens": 160}),
+    ("first passages 420 + 160 tokens (before issue 48)", {"free_passage_tokens": 420, "free_preceding_tokens": 160}),
+    ("retry extends the first passages (reads only those it adds)", {"free_retry_extends": True}),
+    ("retry with k=6", {"free_retry_top_k": 6}),
     ("not-in-documents flag off (model judgements decide)", {"free_flag": False}),
     ("model judgements abstain too (flag on)", {"free_judge_with_flag": True}),
     ("forced answer at once (no retry first)", {"free_forced_after_retry": False}),
@@ -121,6 +126,9 @@ def prompts_key(gen_tail: str, forced_tail: str) -> str:
 class ReadingCache:
     def __init__(self, path: Path, reader, extract: bool = True):
         self.path, self.reader, self.fresh, self.extract = path, reader, 0, extract
+        # (question id, text, passages) of this question's first reading, while its answer is being made (``run``
+        # clears it before each variant asks)
+        self.last: tuple[str, str, list[str]] | None = None
         self.prompts = prompts_key(reader.gen_tail, reader.forced_tail)  # the reader's own asks
         self.items: dict[str, dict] = {}
         if path.exists():
@@ -135,12 +143,19 @@ class ReadingCache:
         parts = [self.prompts, str(self.extract), q.text, *passages] + ([] if judge else ["no-judgements"])
         key = hashlib.sha1("\x00".join(parts).encode()).hexdigest()
         if key not in self.items:
-            self.reader.a.forget()  # timed from cold: not on the prompt another variant's reading left cached
+            # timed on the cache this reading meets in the app: cold for a question's first reading (not on the
+            # prompt another variant's reading left cached); for its retry, the first reading's prompt, read
+            # untimed here when that reading came from this file (``free_retry_extends`` reads only what it adds)
+            a = self.reader.a
+            a.forget()
+            if self.last and self.last[:2] == (q.qid, q.text) and self.last[2] != passages:
+                a.prefill([self.reader.prefix(q, self.last[2])])
             r = self.reader.read(q, passages, extract=self.extract, judge=judge)  # both modes from one reading
             self.items[key] = r.to_dict()
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"key": key, **r.to_dict()}, ensure_ascii=False) + "\n")
             self.fresh += 1
+        self.last = (q.qid, q.text, list(passages))
         return Reading(**self.items[key])
 
 
@@ -249,6 +264,7 @@ def run(a) -> str:
                 caches[s.free.free_prompt] = ReadingCache(a.work / "readings.jsonl", reader, extract=any(
                     settings[n].free.free_mode == "extract" for n, _ in variants))
             cache = caches[s.free.free_prompt]
+            cache.last = None  # this variant's first reading of the question is timed cold
             ans = pipe.ask(q.without_options(), read=cache,
                            flag_model=flag_models(doc) if flag_models else None)
             t = ans.timings

@@ -26,7 +26,8 @@ from .types import Answer, Candidate, Question, Search
 # ``on_stage(name, result)``: called as each stage of :meth:`Pipeline.ask` ends, with that stage's result —
 # ``("search", Search)`` (retrieval, reranking, page choice), then ``("answer", Answer | FreeAnswer)``; for a
 # question without options, between them: ``("draft", text so far)`` as the model writes its short answer, and
-# ``("retry", {"k", "first"})`` before a wider retry (``answering.freeform.answer_free``).
+# ``("retry", {"k", "first", "more"})`` before a wider retry (``answering.freeform.answer_free``; ``more``: the
+# passages it adds to the first ones, absent where it reads all ``k`` afresh).
 OnStage = Callable[[str, object], None]
 
 

@@ -305,3 +305,50 @@ def test_free_form_passages_are_cut_to_their_own_budget_not_the_six_option_one(p
     cut = first_try(passage_tokens=0, free_passage_tokens=60)
     assert len(cut) == len(whole) == load_settings().answer.top_k_answer
     assert sum(map(count, cut)) < sum(map(count, whole)) - 60, (cut, whole)  # the free-form budget cuts
+
+
+def test_the_retry_keeps_the_first_passages_and_reads_only_the_ones_it_adds(pipe):
+    """Issue 48: after the first try finds no answer, the retry's prompt starts with the first try's passages as
+    they were read (``free_retry_extends``), so the real model reads only the passages added (its cache holds the
+    rest); switched off, the retry reads every passage afresh. The app is told how many are added."""
+    from pipeline.answering.freeform import answer_free, free_prompt, free_reader
+
+    q = Question("ask", "Як доглядати за резервуаром зволожувача «Росинка-7»?", [])
+    found, a = pipe.search(q), pipe.models.answerer
+    assert len(found.reranked) >= 3, "the manual gives too few passages for a retry"
+
+    def run(extends: bool):
+        s = load_settings(top_k_answer=1, free_retry_top_k=3, free_retry_extends=extends)
+        reader, seen, stages, read_tokens = free_reader(a, s), [], [], []
+
+        def read(qq, passages, judge):
+            # each try's prompt read by the real model, as a reading starts (the tokens it reads counted), and a
+            # refusal said: the first try's leads to the retry
+            seen.append(passages)
+            eval_ = a.llm.eval
+            a.llm.eval = lambda toks: (read_tokens.append(len(toks)), eval_(toks))[1]
+            try:
+                a.prefill([reader.prefix(qq, passages)])
+            finally:
+                del a.llm.eval
+            return Reading("Немає відповіді.", "", None, {})
+        a.forget()
+        ans = answer_free(q, found, {}, reader, pipe.library, s, read, on_stage=lambda n, v: stages.append((n, v)))
+        return seen, dict(stages)["retry"], read_tokens[-1], a.count_tokens(reader.prefix(q, seen[1])), ans
+
+    (first, retry), told, read, whole, ans = run(True)
+    assert retry[:len(first)] == first and len(retry) > len(first), (first, retry)
+    assert told == {"k": 3, "first": "Немає відповіді.", "more": len(retry) - len(first)}
+    shown = [c.chunk.chunk_id for c in ans.evidence]
+    assert len(shown) == len(set(shown)), shown  # a passage shown as another's preceding one is not added again
+    # read: what the first prompt lacks (the passages added) and the question again
+    first_prefix = a.count_tokens(free_prompt(q, first))
+    assert read <= whole - first_prefix + a.count_tokens(f"\nЗапитання: {q.text}") + 4, (read, whole, first_prefix)
+    (first0, retry0), told0, read0, whole0, _ = run(False)
+    assert first0 == first and retry0[0] != first[0] and "more" not in told0
+    # read afresh: all of it after the tokens it happens to share with the first prompt's start (the system
+    # prompt, and the first passage's document prefix where the first try showed a preceding passage before it)
+    prefix = free_reader(a, load_settings()).prefix
+    t1, t2 = a._prompt([prefix(q, first)]), a._prompt([prefix(q, retry0)])
+    shared = next((i for i, (x, y) in enumerate(zip(t1, t2)) if x != y), min(len(t1), len(t2)))
+    assert read0 >= whole0 - shared - 2 and read < read0, (read0, whole0, shared, read)

@@ -284,8 +284,10 @@ def asking(ui: AskTab, pipe, q: Question, reading: str):
         elif val[0] == "retry":
             first = "its answer was not supported" if val[1]["first"] and not is_refusal(val[1]["first"]) \
                 else "the model found no answer there"
-            yield {ui.status: f"Not answered from the first passages ({first}): reading "
-                              f"{V.plural(val[1]['k'], 'shorter passage')}…",
+            more = val[1].get("more")
+            wider = f"{V.plural(more, 'more passage')} beside them" if more is not None else \
+                V.plural(val[1]["k"], "shorter passage")
+            yield {ui.status: f"Not answered from the first passages ({first}): reading {wider}…",
                    ui.answer: "## Answer (still looking…)\nThe first passages gave no checked answer; a wider set "
                               "is being read."}
         elif val[0] == "search":

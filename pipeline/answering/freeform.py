@@ -18,7 +18,9 @@ scorer does) and, on top of that cached prefix:
 its content words occur in the passages), the model judges the passages to
 hold an answer, and (``free_verify``) the verification supports it; otherwise
 the result abstains and carries the closest passages. One retry with a wider
-set (``free_retry_top_k`` passages, each cut shorter) follows an abstention.
+set (``free_retry_top_k`` passages, the new ones cut shorter) follows an
+abstention; it keeps the first passages as read (``free_retry_extends``: the
+model's cache holds them), so only the added passages are read.
 ``free_preceding`` adds each passage's preceding passage as context.
 
 Everything the model computes for one (question, passages) pair is a
@@ -401,11 +403,21 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still)) \
         and len(flag["flag_features"].get("absent_words") or []) < 2
     for n, (k, budget) in enumerate(tries):
-        # the retry widens the set instead of deepening it: no preceding passages (they would double its length)
+        # the retry widens the set instead of deepening it: no preceding passages (they would double its length);
+        # ``free_retry_extends``: the first try's passages are kept as they were read (the model's cache holds them)
+        # and only the next ones are read, each cut to the retry's budget
+        if n and s.free.free_retry_extends:
+            seen = {c.chunk.chunk_id for c in shown}
+            more, more_shown = passages_for(reader, q, [c for c in reranked[:k] if c.chunk.chunk_id not in seen],
+                                            library, False, budget, s.free.free_preceding_tokens)
+            texts, shown = texts + more, shown + more_shown
+        else:
+            more = None
+            texts, shown = passages_for(reader, q, reranked[:k], library, s.free.free_preceding and n == 0, budget,
+                                        s.free.free_preceding_tokens)
         if n and on_stage:
-            on_stage("retry", {"k": k, "first": r.forced or r.generated})
-        texts, shown = passages_for(reader, q, reranked[:k], library, s.free.free_preceding and n == 0, budget,
-                                    s.free.free_preceding_tokens)
+            on_stage("retry", {"k": k, "first": r.forced or r.generated,
+                               **({"more": len(more)} if more is not None else {})})
         r = read(q, texts, judges(sw, present) or sw.judge_always)
         timings["answer" if n == 0 else "answer_retry"] = r.seconds
         last = n == len(tries) - 1
