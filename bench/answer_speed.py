@@ -34,12 +34,19 @@ RESULTS = HERE / "bench" / "results" / "answer_speed.json"
 
 
 def calibration(recs: list[dict]) -> dict:
-    """Whether the answers' probabilities mean what they say: the mean top probability (against the accuracy)
-    and the Brier score of the top probability (its squared distance from right, 1, or wrong, 0)."""
+    """Whether the answers' probabilities mean what they say: the mean top probability (against the accuracy),
+    the Brier score of the top probability (its squared distance from right, 1, or wrong, 0) and its expected
+    calibration error beside what chance alone gives a calibrated answerer on as many questions (with the share of
+    chance draws at least as large: a small p means the probabilities are off)."""
+    from pipeline.evaluation.scoring import ece, ece_by_chance
+
     tops = [(max(r["probabilities"].values()), float(r["right"])) for r in recs if r["probabilities"]]
     if not tops:
         return {"mean_top_p": float("nan"), "brier_top": float("nan")}
-    return {"mean_top_p": statistics.fmean(p for p, _ in tops), "brier_top": statistics.fmean((p - y) ** 2 for p, y in tops)}
+    conf, right = [p for p, _ in tops], [y for _, y in tops]
+    chance, p_chance = ece_by_chance(conf, right)  # what a perfectly calibrated answerer shows at these confidences
+    return {"mean_top_p": statistics.fmean(conf), "brier_top": statistics.fmean((p - y) ** 2 for p, y in tops),
+            "ece": ece(conf, right), "ece_chance": chance, "ece_p": p_chance}
 
 
 def summarise(recs: list[dict], base: list[dict] | None) -> dict:
@@ -58,6 +65,54 @@ def summarise(recs: list[dict], base: list[dict] | None) -> dict:
     return m
 
 
+# ---- the shown probabilities' calibration (settings: calibration_by_path) ------------------------------------
+RULES = ("stood", "read")  # the top passage was enough (read_first) / every passage was read
+POWERS = [round(0.3 + 0.05 * i, 2) for i in range(25)]  # 0.3 … 1.5
+
+
+def rule_of(r: dict) -> str:
+    return "stood" if (r.get("read_first") or {}).get("enough") else "read"
+
+
+def raised(r: dict, power: float) -> dict:
+    """A record with its six probabilities as scored (a power the run applied, ``calibration``, undone) raised to
+    ``power`` and renormalised, as ``answer.calibrated`` shows them (the letter and rightness unchanged)."""
+    power /= float((r.get("calibration") or {}).get("power", 1.0))
+    ps = {L: p ** power if p > 0 else 0.0 for L, p in r["probabilities"].items()}
+    t = sum(ps.values()) or 1.0
+    return {**r, "probabilities": {L: v / t for L, v in ps.items()}}
+
+
+def fit_calibration(recs: list[dict]) -> dict[str, float]:
+    """Per first-passage rule, the power that minimises the Brier score of the top probability over ``recs``
+    (records as this run writes them, probabilities as they were shown there)."""
+    out = {}
+    for rule in RULES:
+        mine = [r for r in recs if rule_of(r) == rule and r["probabilities"]]
+        out[rule] = min(POWERS, key=lambda a: calibration([raised(r, a) for r in mine])["brier_top"]) if mine else 1.0
+    return out
+
+
+def fit_report(runs: list[dict], variant: str) -> str:
+    """``--fit-calibration``: the powers fitted on the first run's records of ``variant`` (both sets pooled), and
+    each run's calibration per set as shown and with those powers (later runs: held out)."""
+    fitted = fit_calibration([r for per in runs[0]["records"].values() for r in per.get(variant, [])])
+    lines = [f"fitted on {runs[0]['date']} ({runs[0]['command']}): {fitted}",
+             "| run | set | n | as scored: mean top p / acc, ECE (chance, p) | with the powers: mean top p, ECE (chance, p) |",
+             "|---|---|---|---|---|"]
+    for i, run in enumerate(runs):
+        for name, per in run["records"].items():
+            recs = per.get(variant, [])
+            if not recs:
+                continue
+            acc = statistics.fmean(r["right"] for r in recs)
+            a, b = calibration([raised(r, 1.0) for r in recs]), calibration([raised(r, fitted[rule_of(r)]) for r in recs])
+            lines.append(f"| {'fit' if i == 0 else 'held out'} {run['date'][:16]} | {name} | {len(recs)} | "
+                         f"{a['mean_top_p']:.3f} / {acc:.3f}, {a['ece']:.3f} ({a['ece_chance']:.3f}, {a['ece_p']:.2f}) | "
+                         f"{b['mean_top_p']:.3f}, {b['ece']:.3f} ({b['ece_chance']:.3f}, {b['ece_p']:.2f}) |")
+    return "\n".join(lines)
+
+
 # ---- the run -------------------------------------------------------------------------------------------------
 DEFAULT_VARIANTS = {"auto": {}, "q4_k_m": {"answer_format": "q4_k_m"}}
 MAIN_PATH = {"answer_format": "q4_k_m", "llama_batch_continuations": "false"}  # main's answer path, this checkout
@@ -65,7 +120,8 @@ MAIN_PATH = {"answer_format": "q4_k_m", "llama_batch_continuations": "false"}  #
 
 def table(summary: dict, base: str) -> str:
     lines = ["| set | variant | n | p50 s | p95 s | p50 × base | p95 × base | prompt tokens | peak RSS MB | answer acc"
-             " | mean top p | Brier (top) | score | changed | right→wrong | wrong→right | McNemar p |", "|---" * 17 + "|"]
+             " | mean top p | Brier (top) | ECE (chance, p) | score | changed | right→wrong | wrong→right | McNemar p |",
+             "|---" * 18 + "|"]
     for name, per in summary.items():
         for label, m in per.items():
             rel = (f"{m['p50_ratio']:.2f} | {m['p95_ratio']:.2f}" if label != base else "1 | 1")
@@ -73,7 +129,9 @@ def table(summary: dict, base: str) -> str:
                      if label != base else "– | – | – | –")
             lines.append(f"| {name} | {label} | {m['n']} | {m['p50_s']:.2f} | {m['p95_s']:.2f} | {rel} | "
                          f"{m['prompt_tokens']:.0f} | {m['peak_rss_mb']:.0f} | {m['answer_accuracy']:.3f} | "
-                         f"{m['mean_top_p']:.3f} | {m['brier_top']:.3f} | {m['score']:.3f} | {flips} |")
+                         f"{m['mean_top_p']:.3f} | {m['brier_top']:.3f} | {m.get('ece', float('nan')):.3f} "
+                         f"({m.get('ece_chance', float('nan')):.3f}, {m.get('ece_p', float('nan')):.2f}) | "
+                         f"{m['score']:.3f} | {flips} |")
     stood = [(name, label, m["stood"]) for name, per in summary.items() for label, m in per.items() if "stood" in m]
     if stood:
         lines += ["", "| set | variant | answers that stood on the top passage | their accuracy | mean top p | Brier (top) |",
@@ -139,13 +197,23 @@ def main(argv: list[str] | None = None) -> int:
                     help="the baseline runs this checkout's code with its defaults (else this one, main's path)")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
                     help=f"a variant (default: {', '.join(DEFAULT_VARIANTS)}: this checkout's default, then Q4_K_M)")
+    ap.add_argument("--no-base", action="store_true",
+                    help="no baseline: only the --variant ones (the first is compared with the others)")
     ap.add_argument("--profile", default=None, metavar="QID",
                     help="instead: one question's path per variant (stages, decode calls, the Ask tab's extras)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--from-log", type=Path, default=None, metavar="LOG",
                     help="instead: the figures a stopped run printed, read back from its log (and recorded)")
     ap.add_argument("--first", type=int, default=None, help="--from-log: the first N questions of each set only")
+    ap.add_argument("--fit-calibration", nargs="+", type=int, default=None, metavar="RUN",
+                    help="instead: fit the shown probabilities' powers per first-passage rule on run RUN of --out "
+                         "(an index: -1 the last) and show them on the other runs named (held out)")
+    ap.add_argument("--fit-variant", default="now", help="--fit-calibration: the variant whose records are fitted")
     a = ap.parse_args(argv)
+    if a.fit_calibration:
+        runs = json.loads(a.out.read_text(encoding="utf-8"))["runs"]
+        print(fit_report([runs[i] for i in a.fit_calibration], a.fit_variant))
+        return 0
     if a.from_log:
         got = from_log(a.from_log, a.first)
         for name, per in got.items():
@@ -157,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                                "summary": got})
         return 0
     names = [a.only] if a.only else ["unlp", "long"]
-    variants = {"main": ({} if a.base_tree else dict(MAIN_PATH), (a.base_tree or HERE).resolve())}
+    variants = {} if a.no_base else {"main": ({} if a.base_tree else dict(MAIN_PATH), (a.base_tree or HERE).resolve())}
     for label, over in ({v.partition(":")[0]: parse_overrides([p for p in v.partition(":")[2].split(",") if p])
                          for v in a.variant} or DEFAULT_VARIANTS).items():
         variants[label] = (over, HERE)

@@ -49,7 +49,10 @@ def machine() -> dict:
     info = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
     model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
-    return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "arch": platform.machine(),
+    family = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in info.split("\n\n")[0].splitlines())}
+    return {"cpu": model or platform.processor(), "cpu_family_model": f"{family.get('cpu family', '?')}/"
+                                                                      f"{family.get('model', '?')}",
+            "cores": os.cpu_count(), "arch": platform.machine(),
             "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1),
             "flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4"))),
             "load_average": os.getloadavg()}
@@ -209,7 +212,8 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
     models.load()
     ans = models.answerer
     ready = {"ready": True, "load_s": time.perf_counter() - t, "rss_after_load_mb": rss_mb("VmRSS"),
-             "model": Path(getattr(ans, "model_path", "")).name, "format": getattr(ans, "model_format", "q4_k_m")}
+             "model": Path(getattr(ans, "model_path", "")).name, "format": getattr(ans, "model_format", "q4_k_m"),
+             "answer_path": getattr(ans, "answer_path", None)}
     pipes = {name: Pipeline(settings, root=root, models=models) for name, root in roots.items()}
     qs = {name: {q.qid: q for q in read_questions(Path(csv).read_bytes())[0]} for name, csv in csvs.items()}
     pages = {name: {d.name: d.n_pages for d in p.library.documents()} for name, p in pipes.items()}
@@ -230,6 +234,7 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
                           "page_proximity": prox, "score": 0.5 * right + 0.25 * doc_right + 0.25 * prox,
                           "probabilities": a.probabilities, "prompt_tokens": a.details.get("prompt_tokens", 0),
                           "read_first": a.details.get("read_first"),  # whether the top passage alone answered
+                          "calibration": a.details.get("calibration"),  # the power the shown probabilities took
                           "timings": a.timings, "rss_mb": rss_mb("VmRSS"), "peak_rss_mb": rss_mb("VmHWM")}),
               flush=True)
 

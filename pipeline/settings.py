@@ -148,9 +148,14 @@ class AnswerSettings(_Group):
     answer_path_formats: str = "q4_k_m,q8_0,bf16"
     answer_path_seconds: float = 2.0  # each candidate path, after its check's first answer, is timed this long
     answer_path_tie: float = 0.05  # within this share of the fastest, the lighter in peak memory is taken
-    # the listed scorer's temperature per answer path ("q4_k_m/extra": 0.18; a path not named: listed_temperature,
-    # fitted on the Q4_K_M): each path shifts the probabilities, so each may get its own fit
-    listed_temperature_by_path: dict[str, Any] = Field(default_factory=dict)
+    # the shown probabilities' calibration per answer path and first-passage rule: {path: {"stood": a, "read": b}}
+    # raises an answer's six probabilities to that power, renormalised (p^a: a < 1 less sure), "stood" where the
+    # top passage was enough (read_first), "read" where every passage was read. Applied after every decision
+    # (read_first, retry), so the answers and the passages read are the same with or without it. Fitted by
+    # `python -m bench.answer_speed --fit-calibration` and kept only where it holds out; a path not named is shown as
+    # scored. None is set: q8_0/extra's fit on one third of the questions made the other third's Brier worse, both
+    # ways (bench/answer_speed.md, issue 44)
+    calibration_by_path: dict[str, dict[str, float]] = Field(default_factory=dict)
     # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
     # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
     llama_batch_continuations: bool = True
@@ -197,7 +202,8 @@ class FreeSettings(_Group):
     free_retry_passage_tokens: int = 200  # each of those cut to this many tokens
     # True: the retry keeps the first try's passages as read (in the model's cache) and reads only the next ones;
     # False: all free_retry_top_k are read afresh at free_retry_passage_tokens. Extending read ~10 s less per retry
-    # and answered worse (F1 -0.03 on 29 questions, bench/freeform.md, issue 48)
+    # on an AMD EPYC Zen 3 and answered worse there (F1 -0.03 on 29 questions); the same F1 and p50 on an Intel
+    # Xeon with AMX (bench/freeform.md, issue 48)
     free_retry_extends: bool = False
     free_verify: bool = True  # abstain when the model judges the answer unsupported by the passages
     free_flag: bool = True  # the not-in-documents flag (e5 profiles) decides: "not found" when it fires, else an answer

@@ -134,3 +134,34 @@ def test_read_first_answers_from_the_top_passage_when_sure_and_reads_on_when_not
     assert unsure.letter == both.letter and unsure.details["prompt_tokens"] == both.details["prompt_tokens"]
     assert np.allclose([unsure.probabilities[L] for L in LETTERS], [both.probabilities[L] for L in LETTERS], atol=0.02)
     assert unsure.details["read_first"]["prompt_tokens"] == sure.details["prompt_tokens"]
+
+
+def test_shown_probabilities_take_the_answer_paths_calibration_after_every_decision(models):
+    """``calibration_by_path`` (issue 44): an answer that stood on the top passage shows its probabilities raised
+    to its answer path's "stood" power and renormalised, one that read every passage its "read" power; the letter,
+    the evidence and the tokens read are those without it (the decisions are taken on the probabilities as
+    scored). A path not named is shown as scored."""
+    other = "Міський парк Вербівки відкрито щодня з восьмої ранку; вхід до парку вільний."
+    top, second = cand(TEXT), Candidate(Chunk("d:2", "d", "d.pdf", 2, "Розділ", other, "Інструкція",
+                                                [(2, 0, len(other))]), {}, 2)
+    found, path = Search(Q, (top, second), (top, second), {"retrieve": 0.1}, ()), models.answerer.answer_path
+
+    def ask(read_first, by_path):
+        return answer_options(Q, found, [top, second], None, models.answerer,
+                              load_settings(scorer="listed", read_first=read_first, calibration_by_path=by_path))
+
+    def powered(probs, a):
+        v = np.array([probs[L] for L in LETTERS]) ** a
+        return v / v.sum()
+
+    for read_first, rule, power in ((1, "stood", 0.5), (0, "read", 2.0)):
+        plain = ask(read_first, {})
+        shown = ask(read_first, {path: {"stood": 0.5, "read": 2.0}})
+        assert "calibration" not in plain.details and shown.details["calibration"] == \
+            {"path": path, "rule": rule, "power": power}
+        assert shown.letter == plain.letter == "E" and shown.evidence == plain.evidence
+        assert shown.details["prompt_tokens"] == plain.details["prompt_tokens"]
+        assert np.allclose([shown.probabilities[L] for L in LETTERS], powered(plain.probabilities, power), atol=1e-6)
+        assert (shown.probabilities["E"] < plain.probabilities["E"]) == (power < 1)
+    assert "calibration" not in ask(1, {"bf16/plain" if path != "bf16/plain" else "q4_k_m/plain":
+                                       {"stood": 0.5}}).details

@@ -53,6 +53,20 @@ def test_the_choice_runs_on_this_build_and_skips_a_crashing_path(record, monkeyp
                       "why": "set by answer_format and llama_extra_buffers"}
 
 
+@pytest.mark.skipif(not (ap.amx_cpu() and ap.amx_build()), reason="needs a CPU with AMX and a llama.cpp built for it")
+def test_the_amx_route_runs_and_answers_the_check_on_this_amx_machine(record):
+    """Where the CPU and this build have AMX, llama.cpp's AMX tiles answer (issue 44: with its tile configuration
+    kept by the set-up's -fno-dse they had died with SIGILL at ``tilezero``): Q8_0 with the extra buffers, and
+    the shipped Q4_K_M with them, run in their child and give the check's known letters."""
+    s = load_settings().with_(answer_format="auto", llama_extra_buffers="auto", answer_path_formats="q4_k_m,q8_0",
+                              answer_path_seconds=1.0)
+    assert {"q8_0/extra", "q4_k_m/extra"} <= {p.name for p in ap.candidates(s)}
+    for name in ("q8_0/extra", "q4_k_m/extra"):
+        r = ap.probe_path(ap.AnswerPath.parse(name), 0)
+        assert r["status"] == "ran" and r["letters"] == ap.CHECK_GOLD and r["tokens_per_s"] > 0, r
+        assert ap.buffers_label(True, ap.machine()) == "AMX tiles + repacked layouts"
+
+
 def test_the_paths_that_ran_are_timed_in_turns():
     """The paths that ran alone and passed the check are loaded together in one child and timed in turns, so that
     the machine's other work weighs on each alike (this machine's real build; no figure asserted)."""

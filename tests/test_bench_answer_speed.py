@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.answer_speed import main, summarise, table
+from bench.answer_speed import fit_calibration, main, raised, summarise, table
 from bench.harness import mcnemar_p, pick
 
 
@@ -39,10 +39,28 @@ def test_summary_says_how_well_the_probabilities_mean_it():
             {**rec("B", True, 9, 0.6), "read_first": {**stood, "probability": 0.5, "enough": False}}]
     m = summarise(recs, None)
     assert m["mean_top_p"] == pytest.approx(0.8) and m["brier_top"] == pytest.approx((0.01 + 0.81 + 0.16) / 3)
+    # calibration error: |0.9 - 0.5| × 2/3 + |0.6 - 1| × 1/3, beside what a calibrated answerer shows by chance
+    assert m["ece"] == pytest.approx(0.4) and 0 < m["ece_chance"] < 0.5 and 0 <= m["ece_p"] <= 1
     assert m["stood"]["n"] == 2 and m["stood"]["accuracy"] == 0.5 and m["stood"]["mean_top_p"] == pytest.approx(0.9)
     assert "stood" not in summarise([rec("A", True, 5)], None)  # a path without read_first (main before it)
     shown = table({"long": {"now": {**m, "peak_rss_mb": 4000.0}}}, "now")
-    assert "| 0.800 | 0.327 |" in shown and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in shown
+    assert "| 0.800 | 0.327 | 0.400 (" in shown and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in shown
+
+
+def test_the_calibration_fit_per_first_passage_rule_tempers_the_overconfident_rule_only():
+    """``--fit-calibration``: per rule, the power with the lowest Brier score. Answers that stood on the top
+    passage at 0.95 and were right 3 times in 4 get a power below 1 (shown less sure); those that read both at
+    0.6, right 3 in 5, keep about their probability. A power the run applied is undone before fitting."""
+    stood = {"enough": True}
+    recs = [{**rec("A", i % 4 != 0, 3, 0.95), "read_first": stood} for i in range(40)] + \
+           [{**rec("A", i % 5 < 3, 5, 0.6), "read_first": {"enough": False}} for i in range(40)]
+    fitted = fit_calibration(recs)
+    assert fitted["stood"] < 0.8 and 0.8 <= fitted["read"] <= 1.2, fitted
+    shown = raised(recs[0], fitted["stood"])["probabilities"]["A"]
+    assert 0.7 < shown < 0.8  # 0.95 shown near the 0.75 it is right
+    # a record whose shown probabilities took a power of 0.5 fits as its scored probabilities do
+    half = [{**r, "probabilities": raised(r, 0.5)["probabilities"], "calibration": {"power": 0.5}} for r in recs]
+    assert fit_calibration(half) == fitted
 
 
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "sample"

@@ -118,9 +118,8 @@ def _score_once(answerer: Answerer, q: Question, chosen: list[Candidate], s: Set
     if s.answer.scorer == "listed" and s.answer.listed_support_weight:
         from .calibration import with_support
 
-        by_path = s.answer.listed_temperature_by_path  # the answer path's own fit, where one was made
-        t = float(by_path.get(getattr(answerer, "answer_path", ""), s.answer.listed_temperature))
-        return with_support(answerer.score(q, chosen, scorer=s.answer.scorer), q, chosen, s.answer.listed_support_weight, t)
+        return with_support(answerer.score(q, chosen, scorer=s.answer.scorer), q, chosen, s.answer.listed_support_weight,
+                            s.answer.listed_temperature)
     if s.answer.scorer != "calibrated":
         return answerer.score(q, chosen, scorer=s.answer.scorer)
     if not getattr(answerer, "per_option_features", False):
@@ -152,6 +151,20 @@ def order_check(answerer: Answerer, q: Question, chosen: list[Candidate], s: Set
     return {"orders": rows, "stable": len({r["answer"] for r in rows}) == 1}
 
 
+def calibrated(probs: dict[str, float], answerer: Answerer, s: Settings, rule: str, details: dict) -> dict[str, float]:
+    """The probabilities as shown: raised to the answer path's fitted power for ``rule`` (``calibration_by_path``;
+    "stood": the top passage was enough, "read": all were read) and renormalised; the letter is unchanged. The
+    power goes into ``details["calibration"]``."""
+    path = getattr(answerer, "answer_path", "")
+    a = float((s.answer.calibration_by_path.get(path) or {}).get(rule, 1.0))
+    if a == 1.0 or not probs:
+        return probs
+    raised = {L: p ** a if p > 0 else 0.0 for L, p in probs.items()}
+    total = sum(raised.values())
+    details["calibration"] = {"path": path, "rule": rule, "power": a}
+    return {L: v / total for L, v in raised.items()} if total > 0 else probs
+
+
 def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: list[Candidate] | None,
                    answerer: Answerer, settings: Settings) -> Answer:
     """The answer to a six-option question from what search ``found``: the options scored over the passages
@@ -181,6 +194,7 @@ def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: l
         if max(again.probabilities.values()) > max(probs.values()):
             probs, chosen = again.probabilities, wider
     letter = max(probs, key=probs.get)
+    probs = calibrated(probs, answerer, s, "stood" if first is not None and scores is first else "read", details)
     top = found.reranked[0]
     return Answer(letter, probs, top.chunk.doc_name, top.chunk.doc_hash, evidence_page(top, q, letter),
                   list(found.reranked), chosen, timings, details)

@@ -132,7 +132,7 @@ class LlamaCppAnswerer(Answerer):
 
             extra = chosen_extra(settings)
         self.extra = extra
-        # the answer path's name (answer_path.AnswerPath): calibration is looked up by it (listed_temperature_by_path)
+        # the answer path's name (answer_path.AnswerPath): calibration is looked up by it (calibration_by_path)
         self.answer_path = f"{model_format or 'q4_k_m'}/{'extra' if self.extra else 'plain'}"
         self._batched = settings.answer.llama_batch_continuations
         self._prior: LlamaCppAnswerer | None = None  # a second context for prompts without passages (listed)
