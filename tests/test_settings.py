@@ -62,8 +62,9 @@ def _other(name: str) -> tuple[str, Any]:
         return str(d + 0.25), d + 0.25
     if kind is SecretStr:
         return "s3cret", SecretStr("s3cret")
-    if get_origin(kind) is dict:
-        return '{"k": [1, "x"]}', {"k": [1, "x"]}
+    if get_origin(kind) is dict:  # any JSON object, or one of objects of numbers where the values are typed so
+        typed = get_args(kind)[1:] and get_origin(get_args(kind)[1]) is dict
+        return ('{"k": {"x": 0.5}}', {"k": {"x": 0.5}}) if typed else ('{"k": [1, "x"]}', {"k": [1, "x"]})
     assert kind is str, (name, ann)
     return "other", "other"
 
