@@ -33,31 +33,44 @@ HERE = Path(__file__).resolve().parents[1]
 RESULTS = HERE / "bench" / "results" / "answer_speed.json"
 
 
-def calibration(recs: list[dict]) -> dict:
+def tops(recs: list[dict]) -> list[tuple[float, float]]:
+    """Each answer's top probability and whether it was right (1.0 or 0.0)."""
+    return [(max(r["probabilities"].values()), float(r["right"])) for r in recs if r["probabilities"]]
+
+
+def brier_top(recs: list[dict]) -> float:
+    """The Brier score of the top probability: its squared distance from right (1) or wrong (0)."""
+    t = tops(recs)
+    return statistics.fmean((p - y) ** 2 for p, y in t) if t else float("nan")
+
+
+def calibration(recs: list[dict], chance: bool = True) -> dict:
     """Whether the answers' probabilities mean what they say: the mean top probability (against the accuracy),
-    the Brier score of the top probability (its squared distance from right, 1, or wrong, 0) and its expected
-    calibration error beside what chance alone gives a calibrated answerer on as many questions (with the share of
-    chance draws at least as large: a small p means the probabilities are off)."""
+    :func:`brier_top` and the expected calibration error beside (``chance``: 1,000 draws, ~0.1 s) what chance
+    alone gives a calibrated answerer on as many questions (with the share of chance draws at least as large: a
+    small p means the probabilities are off)."""
     from pipeline.evaluation.scoring import ece, ece_by_chance
 
-    tops = [(max(r["probabilities"].values()), float(r["right"])) for r in recs if r["probabilities"]]
-    if not tops:
+    t = tops(recs)
+    if not t:
         return {"mean_top_p": float("nan"), "brier_top": float("nan")}
-    conf, right = [p for p, _ in tops], [y for _, y in tops]
-    chance, p_chance = ece_by_chance(conf, right)  # what a perfectly calibrated answerer shows at these confidences
-    return {"mean_top_p": statistics.fmean(conf), "brier_top": statistics.fmean((p - y) ** 2 for p, y in tops),
-            "ece": ece(conf, right), "ece_chance": chance, "ece_p": p_chance}
+    conf, right = [p for p, _ in t], [y for _, y in t]
+    m = {"mean_top_p": statistics.fmean(conf), "brier_top": brier_top(recs), "ece": ece(conf, right)}
+    if chance:  # what a perfectly calibrated answerer shows at these confidences
+        m["ece_chance"], m["ece_p"] = ece_by_chance(conf, right)
+    return m
 
 
-def summarise(recs: list[dict], base: list[dict] | None) -> dict:
+def summarise(recs: list[dict], base: list[dict] | None, chance: bool = True) -> dict:
     """One variant on one set (``harness.summarise``: seconds, accuracy, score, flips against ``base``) with the
-    prompt tokens, the calibration, the answers the top passage alone gave and the largest probability change."""
+    prompt tokens, the calibration (``chance``: with what chance gives), the answers the top passage alone gave and
+    the largest probability change."""
     m = {**harness.summarise(recs, base),
          "prompt_tokens": statistics.fmean(r["prompt_tokens"] for r in recs) if recs else float("nan"),
-         **calibration(recs)}
+         **calibration(recs, chance)}
     stood = [r for r in recs if (r.get("read_first") or {}).get("enough")]
     if any(r.get("read_first") for r in recs):  # answers the top passage alone gave, and how well they mean it
-        m["stood"] = {"n": len(stood), **calibration(stood),
+        m["stood"] = {"n": len(stood), **calibration(stood, chance),
                       "accuracy": statistics.fmean(r["right"] for r in stood) if stood else float("nan")}
     if base is not None:
         m["max_prob_diff"] = max((max(abs(x["probabilities"][k] - y["probabilities"].get(k, 0.0))
@@ -76,11 +89,10 @@ def rule_of(r: dict) -> str:
 
 def raised(r: dict, power: float) -> dict:
     """A record with its six probabilities as scored (a power the run applied, ``calibration``, undone) raised to
-    ``power`` and renormalised, as ``answer.calibrated`` shows them (the letter and rightness unchanged)."""
-    power /= float((r.get("calibration") or {}).get("power", 1.0))
-    ps = {L: p ** power if p > 0 else 0.0 for L, p in r["probabilities"].items()}
-    t = sum(ps.values()) or 1.0
-    return {**r, "probabilities": {L: v / t for L, v in ps.items()}}
+    ``power`` as ``answer.calibrated`` shows them (``answer.powered``; the letter and rightness unchanged)."""
+    from pipeline.answering.answer import powered
+
+    return {**r, "probabilities": powered(r["probabilities"], power / float((r.get("calibration") or {}).get("power", 1.0)))}
 
 
 def fit_calibration(recs: list[dict]) -> dict[str, float]:
@@ -89,7 +101,7 @@ def fit_calibration(recs: list[dict]) -> dict[str, float]:
     out = {}
     for rule in RULES:
         mine = [r for r in recs if rule_of(r) == rule and r["probabilities"]]
-        out[rule] = min(POWERS, key=lambda a: calibration([raised(r, a) for r in mine])["brier_top"]) if mine else 1.0
+        out[rule] = min(POWERS, key=lambda a: brier_top([raised(r, a) for r in mine])) if mine else 1.0
     return out
 
 
@@ -143,9 +155,10 @@ def table(summary: dict, base: str) -> str:
 
 def record(out: Path, run: dict, recs: dict, base: str, complete: bool, **extra) -> dict:
     """The run's summary (per set and variant, paired with ``base``) written with its records into ``out``
-    (``harness.record``: replacing the entry of the same run, keeping the others); returns the summary."""
-    summary = {n: {label: summarise(rs, None if label == base else per[base]) for label, rs in per.items() if rs}
-               for n, per in recs.items()}
+    (``harness.record``: replacing the entry of the same run, keeping the others; what chance gives the calibration
+    error only once ``complete``: it is recorded after every question); returns the summary."""
+    summary = {n: {label: summarise(rs, None if label == base else per[base], chance=complete)
+                   for label, rs in per.items() if rs} for n, per in recs.items()}
     harness.record(out, {**run, **extra, "complete": complete,
                          "machine": {**run["machine"], "load_now": harness.machine()["load_average"]},
                          "summary": summary, "records": recs})

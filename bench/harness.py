@@ -44,14 +44,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # ---- where and how ---------------------------------------------------------------------------------------
 def machine() -> dict:
-    """The CPU's model name, cores, architecture, memory, its vector flags (avx*, amx*, fma, f16c, sse4*) and the
-    load average now."""
+    """The CPU's model name (and with its family and model numbers), cores, architecture, memory, its vector flags
+    (avx*, amx*, fma, f16c, sse4*) and the load average now."""
+    from pipeline.backends.answer_path import cpu_model
+
     info = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
     model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
-    family = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in info.split("\n\n")[0].splitlines())}
-    return {"cpu": model or platform.processor(), "cpu_family_model": f"{family.get('cpu family', '?')}/"
-                                                                      f"{family.get('model', '?')}",
+    return {"cpu": model or platform.processor(), "cpu_model": cpu_model(),
             "cores": os.cpu_count(), "arch": platform.machine(),
             "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30, 1),
             "flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c", "sse4"))),

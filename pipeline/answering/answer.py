@@ -151,18 +151,23 @@ def order_check(answerer: Answerer, q: Question, chosen: list[Candidate], s: Set
     return {"orders": rows, "stable": len({r["answer"] for r in rows}) == 1}
 
 
+def powered(probs: dict[str, float], a: float) -> dict[str, float]:
+    """``probs`` raised to the power ``a`` and renormalised (a < 1: less sure; the order of the options kept)."""
+    raised = {L: p ** a if p > 0 else 0.0 for L, p in probs.items()}
+    total = sum(raised.values())
+    return {L: v / total for L, v in raised.items()} if total > 0 else probs
+
+
 def calibrated(probs: dict[str, float], answerer: Answerer, s: Settings, rule: str, details: dict) -> dict[str, float]:
-    """The probabilities as shown: raised to the answer path's fitted power for ``rule`` (``calibration_by_path``;
-    "stood": the top passage was enough, "read": all were read) and renormalised; the letter is unchanged. The
-    power goes into ``details["calibration"]``."""
+    """The probabilities as shown: :func:`powered` by the answer path's fitted power for ``rule``
+    (``calibration_by_path``; "stood": the top passage was enough, "read": all were read); the letter is unchanged.
+    The power goes into ``details["calibration"]``."""
     path = getattr(answerer, "answer_path", "")
     a = float((s.answer.calibration_by_path.get(path) or {}).get(rule, 1.0))
     if a == 1.0 or not probs:
         return probs
-    raised = {L: p ** a if p > 0 else 0.0 for L, p in probs.items()}
-    total = sum(raised.values())
     details["calibration"] = {"path": path, "rule": rule, "power": a}
-    return {L: v / total for L, v in raised.items()} if total > 0 else probs
+    return powered(probs, a)
 
 
 def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: list[Candidate] | None,
