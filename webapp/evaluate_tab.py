@@ -466,6 +466,7 @@ def on_start(ui: EvaluateTab, parsed):
 
 
 STOPPING = "stopping: the question under way is finished first (a question is not cut short), then the rest are not asked"
+STOPPED = "stopped: the question under way was finished first (a question is not cut short), the rest not asked"
 
 
 def on_stop(ui: EvaluateTab, token):
@@ -512,7 +513,8 @@ def on_run(ctx: Context, ui: EvaluateTab, sid, parsed, name, order, token):
     asked = sum(1 for t in R.load_run(runs_dir, name)["traces"] if not R.not_asked(t))
     how = (f"stopped after {asked} of {V.plural(n, 'question')} (the {n - asked} not asked count as wrong in "
            f"the score)" if asked < n else f"finished: {V.plural(n, 'question')}")
-    yield {ui.progress: V.progress_html(asked, n, time.perf_counter() - t0, "stopped" if asked < n else "done"),
+    stage = STOPPED if asked < n else "done"  # said after the run too: a fast question may finish before Stop shows
+    yield {ui.progress: V.progress_html(asked, n, time.perf_counter() - t0, stage),
            **run_views(ctx, ui, sid, name), ui.message: f"Run “{V.md_escape(name)}” {how}{failed}.{notes}",
            **runs_choices(ctx, ui, sid)}
 
