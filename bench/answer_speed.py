@@ -81,48 +81,94 @@ def summarise(recs: list[dict], base: list[dict] | None, chance: bool = True) ->
 # ---- the shown probabilities' calibration (settings: calibration_by_path) ------------------------------------
 RULES = ("stood", "read")  # the top passage was enough (read_first) / every passage was read
 POWERS = [round(0.3 + 0.05 * i, 2) for i in range(25)]  # 0.3 … 1.5
+LAPSES = [round(0.02 * i, 2) for i in range(16)]  # 0 … 0.3
+FORMS = ("lapse", "power+lapse", "rule")  # what --fit-calibration fits: a lapse; one power and a lapse; a power per rule
 
 
 def rule_of(r: dict) -> str:
     return "stood" if (r.get("read_first") or {}).get("enough") else "read"
 
 
-def raised(r: dict, power: float) -> dict:
-    """A record with its six probabilities as scored (a power the run applied, ``calibration``, undone) raised to
-    ``power`` as ``answer.calibrated`` shows them (``answer.powered``; the letter and rightness unchanged)."""
+def scored(r: dict) -> dict:
+    """A record with its probabilities as scored: the calibration the run applied (its ``calibration``: a power,
+    then a lapse over the options given, those above 0) undone."""
     from pipeline.answering.answer import powered
 
-    return {**r, "probabilities": powered(r["probabilities"], power / float((r.get("calibration") or {}).get("power", 1.0)))}
+    c, p = r.get("calibration") or {}, r["probabilities"]
+    e, given = float(c.get("lapse", 0.0)), [L for L, v in p.items() if v > 0]
+    if e and given:
+        p = {L: max((v - e / len(given)) / (1 - e), 0.0) if v > 0 else 0.0 for L, v in p.items()}
+    return {**r, "probabilities": powered(p, 1.0 / float(c.get("power", 1.0))), "calibration": None}
 
 
-def fit_calibration(recs: list[dict]) -> dict[str, float]:
-    """Per first-passage rule, the power that minimises the Brier score of the top probability over ``recs``
-    (records as this run writes them, probabilities as they were shown there)."""
-    out = {}
-    for rule in RULES:
-        mine = [r for r in recs if rule_of(r) == rule and r["probabilities"]]
-        out[rule] = min(POWERS, key=lambda a: brier_top([raised(r, a) for r in mine])) if mine else 1.0
-    return out
+def shown(r: dict, entry: dict) -> dict:
+    """A record (probabilities as scored: :func:`scored`) as ``answer.calibrated`` shows it with a
+    ``calibration_by_path`` entry (its rule's power, then its lapse); the letter and rightness unchanged."""
+    from pipeline.answering.answer import lapsed, powered
+
+    p = powered(r["probabilities"], float(entry.get(rule_of(r), 1.0)))
+    return {**r, "probabilities": lapsed(p, float(entry.get("lapse", 0.0)), [L for L, v in p.items() if v > 0])}
 
 
-def fit_report(runs: list[dict], variant: str) -> str:
-    """``--fit-calibration``: the powers fitted on the first run's records of ``variant`` (both sets pooled), and
-    each run's calibration per set as shown and with those powers (later runs: held out)."""
-    fitted = fit_calibration([r for per in runs[0]["records"].values() for r in per.get(variant, [])])
-    lines = [f"fitted on {runs[0]['date']} ({runs[0]['command']}): {fitted}",
-             "| run | set | n | as scored: mean top p / acc, ECE (chance, p) | with the powers: mean top p, ECE (chance, p) |",
-             "|---|---|---|---|---|"]
-    for i, run in enumerate(runs):
-        for name, per in run["records"].items():
-            recs = per.get(variant, [])
-            if not recs:
-                continue
-            acc = statistics.fmean(r["right"] for r in recs)
-            a, b = calibration([raised(r, 1.0) for r in recs]), calibration([raised(r, fitted[rule_of(r)]) for r in recs])
-            lines.append(f"| {'fit' if i == 0 else 'held out'} {run['date'][:16]} | {name} | {len(recs)} | "
-                         f"{a['mean_top_p']:.3f} / {acc:.3f}, {a['ece']:.3f} ({a['ece_chance']:.3f}, {a['ece_p']:.2f}) | "
-                         f"{b['mean_top_p']:.3f}, {b['ece']:.3f} ({b['ece_chance']:.3f}, {b['ece_p']:.2f}) |")
+def fit_calibration(recs: list[dict], form: str = "lapse") -> dict[str, float]:
+    """The ``calibration_by_path`` entry of ``form`` (:data:`FORMS`) with the lowest Brier score of the top
+    probability over ``recs`` (records as a run writes them; a calibration it applied is undone first)."""
+    recs = [scored(r) for r in recs if r["probabilities"]]
+    if form == "rule":
+        return {rule: min(POWERS, key=lambda a: brier_top([shown(r, {rule: a}) for r in recs if rule_of(r) == rule]))
+                if any(rule_of(r) == rule for r in recs) else 1.0 for rule in RULES}
+    grid = [{"lapse": e} for e in LAPSES] if form == "lapse" else \
+        [{"stood": a, "read": a, "lapse": e} for a in POWERS for e in LAPSES]
+    return min(grid, key=lambda entry: brier_top([shown(r, entry) for r in recs]))
+
+
+def _cal_cells(recs: list[dict]) -> str:
+    c = calibration(recs)
+    return f"{c['mean_top_p']:.3f} | {c['brier_top']:.3f} | {c['ece']:.3f} ({c['ece_chance']:.3f}, {c['ece_p']:.2f})"
+
+
+def fit_report(runs: list[tuple[str, dict]], checks: list[tuple[str, dict]], form: str) -> str:
+    """``--fit-calibration``: each named run's records (``runs``: (what, {set: records})) shown as scored and with
+    the entry fitted on the other runs (held out), all runs' held-out answers together, then the entry fitted on
+    every run, shown on the ``checks`` (other runs or paths, held out)."""
+    pooled = lambda parts: [r for _, per in parts for recs in per.values() for r in recs]  # noqa: E731
+    head = ["| fitted on | shown on | set | n | acc | as scored: mean top p, Brier (top), ECE (chance, p) "
+            "| with the entry: mean top p | Brier (top) | ECE (chance, p) |", "|---" * 8 + "|"]
+    lines, held = [f"form: {form}"] + head, {}
+    for i, (what, per) in enumerate(runs if len(runs) > 1 else []):
+        entry = fit_calibration(pooled(runs[:i] + runs[i + 1:]), form)
+        for name, recs in per.items():
+            recs = [scored(r) for r in recs]
+            held.setdefault(name, []).extend((r, shown(r, entry)) for r in recs)
+            lines.append(f"| the others: {entry} | {what} | {name} | {len(recs)} | "
+                         f"{statistics.fmean(r['right'] for r in recs):.3f} | "
+                         f"{_cal_cells(recs).replace(' | ', ', ')} | {_cal_cells([shown(r, entry) for r in recs])} |")
+    for name, pairs in held.items():  # every answer shown with what the runs it is not in fit
+        lines.append(f"| each from the others | all {len(runs)} | {name} | {len(pairs)} | "
+                     f"{statistics.fmean(r['right'] for r, _ in pairs):.3f} | "
+                     f"{_cal_cells([r for r, _ in pairs]).replace(' | ', ', ')} | {_cal_cells([c for _, c in pairs])} |")
+    entry = fit_calibration(pooled(runs), form)
+    lines += ["", f"fitted on all {len(runs)}: {json.dumps(entry)}"] + head
+    for what, per in checks:
+        for name, recs in per.items():
+            recs = [scored(r) for r in recs]
+            lines.append(f"| all {len(runs)} | {what} | {name} | {len(recs)} | "
+                         f"{statistics.fmean(r['right'] for r in recs):.3f} | "
+                         f"{_cal_cells(recs).replace(' | ', ', ')} | {_cal_cells([shown(r, entry) for r in recs])} |")
     return "\n".join(lines)
+
+
+def named_runs(out: Path, names: list[str], variant: str) -> list[tuple[str, dict]]:
+    """``RUN`` or ``RUN:VARIANT`` (RUN an index into ``out``'s runs, -1 the last) as (what, {set: records})."""
+    runs = json.loads(out.read_text(encoding="utf-8"))["runs"]
+    got = []
+    for name in names:
+        i, _, v = name.partition(":")
+        run, v = runs[int(i)], v or variant
+        path = (run["variants"].get(v) or {}).get("answer_path") or (run["variants"].get(v) or {}).get("format")
+        got.append((f"{run['date'][:16]} {v} ({path}, {run['machine'].get('cpu_model') or run['machine'].get('cpu')})",
+                    {n: per[v] for n, per in run["records"].items() if per.get(v)}))
+    return got
 
 
 # ---- the run -------------------------------------------------------------------------------------------------
@@ -218,14 +264,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-log", type=Path, default=None, metavar="LOG",
                     help="instead: the figures a stopped run printed, read back from its log (and recorded)")
     ap.add_argument("--first", type=int, default=None, help="--from-log: the first N questions of each set only")
-    ap.add_argument("--fit-calibration", nargs="+", type=int, default=None, metavar="RUN",
-                    help="instead: fit the shown probabilities' powers per first-passage rule on run RUN of --out "
-                         "(an index: -1 the last) and show them on the other runs named (held out)")
-    ap.add_argument("--fit-variant", default="now", help="--fit-calibration: the variant whose records are fitted")
+    ap.add_argument("--fit-calibration", nargs="+", default=None, metavar="RUN[:VARIANT]",
+                    help="instead: fit the shown probabilities' calibration (--fit-form) on runs of --out (an index: "
+                         "-1 the last), each run shown with what the others fit, then fitted on all of them")
+    ap.add_argument("--fit-variant", default="now", help="--fit-calibration: the variant of a run named without one")
+    ap.add_argument("--fit-form", choices=FORMS, default="lapse", help="--fit-calibration: what is fitted")
+    ap.add_argument("--fit-check", nargs="*", default=[], metavar="RUN[:VARIANT]",
+                    help="--fit-calibration: other runs (paths, machines) shown with what all the fitted ones fit "
+                         "(an index from 0 where a variant is named: 7:main)")
     a = ap.parse_args(argv)
     if a.fit_calibration:
-        runs = json.loads(a.out.read_text(encoding="utf-8"))["runs"]
-        print(fit_report([runs[i] for i in a.fit_calibration], a.fit_variant))
+        print(fit_report(named_runs(a.out, a.fit_calibration, a.fit_variant),
+                         named_runs(a.out, a.fit_check, a.fit_variant), a.fit_form))
         return 0
     if a.from_log:
         got = from_log(a.from_log, a.first)

@@ -148,14 +148,15 @@ class AnswerSettings(_Group):
     answer_path_formats: str = "q4_k_m,q8_0,bf16"
     answer_path_seconds: float = 2.0  # each candidate path, after its check's first answer, is timed this long
     answer_path_tie: float = 0.05  # within this share of the fastest, the lighter in peak memory is taken
-    # the shown probabilities' calibration per answer path and first-passage rule: {path: {"stood": a, "read": b}}
-    # raises an answer's six probabilities to that power, renormalised (p^a: a < 1 less sure), "stood" where the
-    # top passage was enough (read_first), "read" where every passage was read. Applied after every decision
-    # (read_first, retry), so the answers and the passages read are the same with or without it. Fitted by
-    # `python -m bench.answer_speed --fit-calibration` and kept only where it holds out; a path not named is shown as
-    # scored. None is set: q8_0/extra's fit on one third of the questions made the other third's Brier worse, both
-    # ways (bench/answer_speed.md, issue 44)
-    calibration_by_path: dict[str, dict[str, float]] = Field(default_factory=dict)
+    # the shown probabilities' calibration per answer path: {path: {"stood": a, "read": b, "lapse": e}}, "*" for
+    # every path not named. Raises an answer's six probabilities to the power of its first-passage rule ("stood": the
+    # top passage was enough, read_first; "read": every passage was read; p^a, a < 1 less sure, renormalised), then
+    # spreads a share e ("lapse") evenly over the given options. Applied after every decision (read_first, retry),
+    # so the answers and the passages read are the same with or without it. Fitted by
+    # `python -m bench.answer_speed --fit-calibration RUN...` (each run shown with what the others fit) and set only
+    # where it holds out: a lapse of 0.10, fitted on q8_0/extra's 244 questions (Intel AMX), holds out in every
+    # third and on BF16's and Q4_K_M's runs on the AMD, on both sets; no power did (bench/answer_speed.md, issue 44)
+    calibration_by_path: dict[str, dict[str, float]] = Field(default_factory=lambda: {"*": {"lapse": 0.10}})
     # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
     # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
     llama_batch_continuations: bool = True

@@ -138,30 +138,41 @@ def test_read_first_answers_from_the_top_passage_when_sure_and_reads_on_when_not
 
 def test_shown_probabilities_take_the_answer_paths_calibration_after_every_decision(models):
     """``calibration_by_path`` (issue 44): an answer that stood on the top passage shows its probabilities raised
-    to its answer path's "stood" power and renormalised, one that read every passage its "read" power; the letter,
-    the evidence and the tokens read are those without it (the decisions are taken on the probabilities as
-    scored). A path not named is shown as scored."""
+    to its answer path's "stood" power and renormalised, one that read every passage its "read" power, then a
+    "lapse" spread over the given options; the letter, the evidence and the tokens read are those without it (the
+    decisions are taken on the probabilities as scored). A path not named takes the "*" entry, else is shown as
+    scored; the default is the fitted lapse on every path."""
     other = "Міський парк Вербівки відкрито щодня з восьмої ранку; вхід до парку вільний."
     top, second = cand(TEXT), Candidate(Chunk("d:2", "d", "d.pdf", 2, "Розділ", other, "Інструкція",
                                                 [(2, 0, len(other))]), {}, 2)
-    found, path = Search(Q, (top, second), (top, second), {"retrieve": 0.1}, ()), models.answerer.answer_path
+    path = models.answerer.answer_path
 
-    def ask(read_first, by_path):
-        return answer_options(Q, found, [top, second], None, models.answerer,
-                              load_settings(scorer="listed", read_first=read_first, calibration_by_path=by_path))
+    def ask(read_first, by_path=None, q=Q):
+        over = {} if by_path is None else {"calibration_by_path": by_path}
+        return answer_options(q, Search(q, (top, second), (top, second), {"retrieve": 0.1}, ()), [top, second],
+                              None, models.answerer, load_settings(scorer="listed", read_first=read_first, **over))
 
-    def powered(probs, a):
+    def calibrated(probs, a, e, given=LETTERS):
         v = np.array([probs[L] for L in LETTERS]) ** a
-        return v / v.sum()
+        return (1 - e) * v / v.sum() + np.array([e / len(given) if L in given else 0.0 for L in LETTERS])
 
     for read_first, rule, power in ((1, "stood", 0.5), (0, "read", 2.0)):
         plain = ask(read_first, {})
-        shown = ask(read_first, {path: {"stood": 0.5, "read": 2.0}})
+        shown = ask(read_first, {path: {"stood": 0.5, "read": 2.0, "lapse": 0.1}})
         assert "calibration" not in plain.details and shown.details["calibration"] == \
-            {"path": path, "rule": rule, "power": power}
+            {"path": path, "rule": rule, "power": power, "lapse": 0.1}
         assert shown.letter == plain.letter == "E" and shown.evidence == plain.evidence
         assert shown.details["prompt_tokens"] == plain.details["prompt_tokens"]
-        assert np.allclose([shown.probabilities[L] for L in LETTERS], powered(plain.probabilities, power), atol=1e-6)
-        assert (shown.probabilities["E"] < plain.probabilities["E"]) == (power < 1)
-    assert "calibration" not in ask(1, {"bf16/plain" if path != "bf16/plain" else "q4_k_m/plain":
-                                       {"stood": 0.5}}).details
+        assert np.allclose([shown.probabilities[L] for L in LETTERS], calibrated(plain.probabilities, power, 0.1),
+                           atol=1e-6)
+        assert shown.probabilities["E"] < plain.probabilities["E"]  # the lapse takes even a power of 2 below it
+    elsewhere = {"bf16/plain" if path != "bf16/plain" else "q4_k_m/plain": {"stood": 0.5}}
+    assert "calibration" not in ask(1, elsewhere).details
+    assert ask(1, {**elsewhere, "*": {"lapse": 0.3}}).details["calibration"]["lapse"] == 0.3
+    assert ask(1).details["calibration"] == {"path": path, "rule": "stood", "power": 1.0, "lapse": 0.1}  # default
+    # a question with three options: the lapse goes to those three, the empty ones stay at 0
+    three = Question(Q.qid, Q.text, [o if i in (0, 3, 4) else "" for i, o in enumerate(Q.options)])
+    plain, shown = ask(1, {}, three), ask(1, {"*": {"lapse": 0.3}}, three)
+    assert np.allclose([shown.probabilities[L] for L in LETTERS],
+                       calibrated(plain.probabilities, 1.0, 0.3, given="ADE"), atol=1e-6)
+    assert shown.probabilities["B"] == shown.probabilities["C"] == 0.0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.answer_speed import fit_calibration, main, raised, summarise, table
+from bench.answer_speed import fit_calibration, fit_report, main, scored, shown, summarise, table
 from bench.harness import mcnemar_p, pick
 
 
@@ -47,20 +47,50 @@ def test_summary_says_how_well_the_probabilities_mean_it():
     assert "| 0.800 | 0.327 | 0.400 (" in shown and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in shown
 
 
+def six(top: float) -> dict[str, float]:
+    return {"A": top, **{L: (1 - top) / 5 for L in "BCDEF"}}
+
+
 def test_the_calibration_fit_per_first_passage_rule_tempers_the_overconfident_rule_only():
-    """``--fit-calibration``: per rule, the power with the lowest Brier score. Answers that stood on the top
+    """``--fit-form rule``: per rule, the power with the lowest Brier score. Answers that stood on the top
     passage at 0.95 and were right 3 times in 4 get a power below 1 (shown less sure); those that read both at
     0.6, right 3 in 5, keep about their probability. A power the run applied is undone before fitting."""
     stood = {"enough": True}
     recs = [{**rec("A", i % 4 != 0, 3, 0.95), "read_first": stood} for i in range(40)] + \
            [{**rec("A", i % 5 < 3, 5, 0.6), "read_first": {"enough": False}} for i in range(40)]
-    fitted = fit_calibration(recs)
+    fitted = fit_calibration(recs, "rule")
     assert fitted["stood"] < 0.8 and 0.8 <= fitted["read"] <= 1.2, fitted
-    shown = raised(recs[0], fitted["stood"])["probabilities"]["A"]
-    assert 0.7 < shown < 0.8  # 0.95 shown near the 0.75 it is right
+    assert 0.7 < shown(recs[0], fitted)["probabilities"]["A"] < 0.8  # 0.95 shown near the 0.75 it is right
     # a record whose shown probabilities took a power of 0.5 fits as its scored probabilities do
-    half = [{**r, "probabilities": raised(r, 0.5)["probabilities"], "calibration": {"power": 0.5}} for r in recs]
-    assert fit_calibration(half) == fitted
+    half = [{**r, **shown(r, {"stood": 0.5, "read": 0.5}), "calibration": {"power": 0.5}} for r in recs]
+    assert fit_calibration(half, "rule") == fitted
+
+
+def test_the_lapse_fit_brings_a_sure_but_often_wrong_answerer_down_and_leaves_an_honest_one():
+    """``--fit-form lapse`` (the shipped form): answers shown at 0.97 that are right 4 times in 5 get the lapse
+    that shows them near 0.8 ((1 - e) 0.97 + e / 6 = 0.8 at e = 0.21); answers at 0.8 right 4 in 5 get none. A
+    lapse and a power a run applied are undone before fitting, and the given options alone take the lapse."""
+    sure = [{**rec("A", i % 5 != 0, 3), "probabilities": six(0.97)} for i in range(50)]
+    fitted = fit_calibration(sure)
+    assert 0.16 <= fitted["lapse"] <= 0.26 and set(fitted) == {"lapse"}, fitted
+    assert shown(sure[0], fitted)["probabilities"]["A"] == pytest.approx(0.8, abs=0.04)
+    assert fit_calibration([{**r, "probabilities": six(0.8)} for r in sure]) == {"lapse": 0.0}
+    applied = [{**r, **shown(r, {"read": 0.7, "lapse": 0.1}), "calibration": {"power": 0.7, "lapse": 0.1}}
+               for r in sure]
+    assert scored(applied[0])["probabilities"]["A"] == pytest.approx(0.97)
+    assert fit_calibration(applied) == fitted
+    two = shown({**sure[0], "probabilities": {"A": 0.9, "B": 0.1, "C": 0.0}}, {"lapse": 0.2})["probabilities"]
+    assert two == pytest.approx({"A": 0.82, "B": 0.18, "C": 0.0})  # an empty option stays at 0
+
+
+def test_the_fit_report_shows_each_run_with_what_the_others_fit():
+    """Three runs: each shown with the lapse fitted on the other two, all held-out answers together, then the
+    lapse fitted on all three shown on a check run."""
+    def run(k):
+        return (f"run {k}", {"unlp": [{**rec("A", i % 5 != 0, 3), "probabilities": six(0.97)} for i in range(20)]})
+    out = fit_report([run(1), run(2), run(3)], [run(4)], "lapse")
+    assert out.count("| the others: {'lapse': 0.2") == 3 and "| each from the others | all 3 | unlp | 60 | 0.800 |" in out
+    assert 'fitted on all 3: {"lapse": 0.2' in out and "| all 3 | run 4 | unlp | 20 | 0.800 | 0.970," in out
 
 
 SAMPLE = Path(__file__).resolve().parent.parent / "assets" / "sample"

@@ -149,7 +149,8 @@ def test_a_server_failing_on_one_question_only(library, embedder, tmp_path):
     assert [r["Correct_Answer"] for r in rows] == ["D", "", "D"]
     assert all(r["Doc_ID"] == "rules.pdf" for r in rows)
     assert "error" not in traces[0] and "error" not in traces[2] and traces[0]["prompt_tokens"] == 321
-    assert traces[0]["probabilities"]["D"] > 0.9
+    shown = traces[0]["probabilities"]  # as shown: the default lapse (calibration_by_path) keeps a sure one below 0.92
+    assert max(shown, key=shown.get) == "D" and shown["D"] > 0.8
     assert traces[1]["error"] == (f"BackendError: answer server at {url}/v1/completions answered HTTP 500: "
                                   "the engine crashed")
     assert metrics["failed"] == 1 and metrics["n_questions"] == 3

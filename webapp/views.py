@@ -289,8 +289,9 @@ def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None
     if a.details.get("retried"):
         lines.append("\n(the model was asked again with wider evidence)")
     if (first := a.details.get("read_first")) and first.get("enough"):
-        lines.append(f"\n(answered from the top passage alone: at {first['probability']:.0%} the next one "
-                     "was not needed)")
+        cal = "; the probability above is that score calibrated" if a.details.get("calibration") else ""
+        lines.append(f"\n(answered from the top passage alone: at {first['probability']:.0%} as scored the next "
+                     f"one was not needed{cal})")
     if a.details.get("lexical_only_docs"):
         lines.append(lexical_only_note(a.details))
     return "\n".join(lines)

@@ -158,16 +158,28 @@ def powered(probs: dict[str, float], a: float) -> dict[str, float]:
     return {L: v / total for L, v in raised.items()} if total > 0 else probs
 
 
-def calibrated(probs: dict[str, float], answerer: Answerer, s: Settings, rule: str, details: dict) -> dict[str, float]:
-    """The probabilities as shown: :func:`powered` by the answer path's fitted power for ``rule``
-    (``calibration_by_path``; "stood": the top passage was enough, "read": all were read); the letter is unchanged.
-    The power goes into ``details["calibration"]``."""
-    path = getattr(answerer, "answer_path", "")
-    a = float((s.answer.calibration_by_path.get(path) or {}).get(rule, 1.0))
-    if a == 1.0 or not probs:
+def lapsed(probs: dict[str, float], e: float, given: list[str]) -> dict[str, float]:
+    """``probs`` with a share ``e`` spread evenly over the ``given`` options (a lapse: an answerer that is wrong a
+    share of the time whatever it says); the others keep 0, the order of the options is kept."""
+    if not e or not given:
         return probs
-    details["calibration"] = {"path": path, "rule": rule, "power": a}
-    return powered(probs, a)
+    return {L: (1 - e) * p + (e / len(given) if L in given else 0.0) for L, p in probs.items()}
+
+
+def calibrated(probs: dict[str, float], q: Question, answerer: Answerer, s: Settings, rule: str,
+               details: dict) -> dict[str, float]:
+    """The probabilities as shown, by the answer path's entry in ``calibration_by_path`` (else its "*" entry):
+    :func:`powered` by its power for ``rule`` ("stood": the top passage was enough, "read": all were read), then
+    :func:`lapsed` by its "lapse" over the question's given options. The letter is unchanged; what was applied goes
+    into ``details["calibration"]``."""
+    path = getattr(answerer, "answer_path", "")
+    by_path = s.answer.calibration_by_path
+    entry = by_path.get(path, by_path.get("*")) or {}
+    a, e = float(entry.get(rule, 1.0)), float(entry.get("lapse", 0.0))
+    if (a == 1.0 and not e) or not probs:
+        return probs
+    details["calibration"] = {"path": path, "rule": rule, "power": a, "lapse": e}
+    return lapsed(powered(probs, a), e, [L for L, o in zip(LETTERS, q.options) if o.strip()])
 
 
 def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: list[Candidate] | None,
@@ -199,7 +211,7 @@ def answer_options(q: Question, found: Search, chosen: list[Candidate], wider: l
         if max(again.probabilities.values()) > max(probs.values()):
             probs, chosen = again.probabilities, wider
     letter = max(probs, key=probs.get)
-    probs = calibrated(probs, answerer, s, "stood" if first is not None and scores is first else "read", details)
+    probs = calibrated(probs, q, answerer, s, "stood" if first is not None and scores is first else "read", details)
     top = found.reranked[0]
     return Answer(letter, probs, top.chunk.doc_name, top.chunk.doc_hash, evidence_page(top, q, letter),
                   list(found.reranked), chosen, timings, details)
