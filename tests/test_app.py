@@ -367,13 +367,13 @@ def test_the_answer_says_when_it_stood_on_the_top_passage_alone():
     q = Question("q", "?", ["a", "b", "c", "d", "e", "f"])
     stood = Answer("A", {"A": 0.91}, "r.pdf", "h", 3, [], [], {},
                    {"read_first": {"passages": 1, "probability": 0.91, "prompt_tokens": 700, "enough": True}})
-    assert "answered from the top passage alone: at 91% as scored the next one was not needed)" in \
-        answer_markdown(q, stood)
+    assert "answered from the top passage alone: the model was sure enough there (91%) that the next passage was " \
+        "not read)" in answer_markdown(q, stood)
     stood.details["calibration"] = {"path": "q8_0/extra", "rule": "stood", "power": 1.0, "lapse": 0.1}
     stood.probabilities["A"] = 0.836  # 0.9 × 0.91 + 0.1 / 6: the probability shown differs from the score
     said = answer_markdown(q, stood)
     assert "probability that this answer is right: 84%" in said and \
-        "at 91% as scored the next one was not needed; the probability above is that score calibrated)" in said
+        "sure enough there (91% before calibration) that the next passage was not read)" in said
     read_on = Answer("A", {"A": 0.7}, "r.pdf", "h", 3, [], [], {},
                      {"read_first": {"passages": 1, "probability": 0.4, "prompt_tokens": 700, "enough": False}})
     assert "top passage alone" not in answer_markdown(q, read_on)

@@ -289,9 +289,9 @@ def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None
     if a.details.get("retried"):
         lines.append("\n(the model was asked again with wider evidence)")
     if (first := a.details.get("read_first")) and first.get("enough"):
-        cal = "; the probability above is that score calibrated" if a.details.get("calibration") else ""
-        lines.append(f"\n(answered from the top passage alone: at {first['probability']:.0%} as scored the next "
-                     f"one was not needed{cal})")
+        raw = " before calibration" if a.details.get("calibration") else ""
+        lines.append(f"\n(answered from the top passage alone: the model was sure enough there "
+                     f"({first['probability']:.0%}{raw}) that the next passage was not read)")
     if a.details.get("lexical_only_docs"):
         lines.append(lexical_only_note(a.details))
     return "\n".join(lines)
