@@ -157,6 +157,7 @@ class AnswerSettings(_Group):
     # where it holds out: a lapse of 0.10, fitted on q8_0/extra's 244 questions (Intel AMX), holds out in every
     # third and on BF16's and Q4_K_M's runs on the AMD, on both sets; no power did (bench/answer_speed.md, issue 44)
     calibration_by_path: dict[str, dict[str, float]] = Field(default_factory=lambda: {"*": {"lapse": 0.10}})
+    # (the GPU, remote and vllm-cpu profiles set none: their answer models and scorers were not fitted)
     # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
     # shared prompt's cache (one pass over the weights instead of one per option); False: one decode per option
     llama_batch_continuations: bool = True
@@ -412,7 +413,9 @@ def settings_from_record(record: dict[str, Any]) -> Settings:
 # (their rerankers and answer models were not measured with them).
 _UNMEASURED_SEARCH = dict(page_rescore_weight=0.0, long_chunk_tokens=0, long_prefix_tokens=0, page_expand=0,
                           distinct_pages=False)
-_UNMEASURED_ANSWER = dict(option_temperature=0.2, listed_temperature=0.1, listed_support_weight=0.0, read_first=0)
+# (the lapse in calibration_by_path was fitted on the cpu profile's answer model and listed scorer: shown as scored)
+_UNMEASURED_ANSWER = dict(option_temperature=0.2, listed_temperature=0.1, listed_support_weight=0.0, read_first=0,
+                          calibration_by_path={})
 # Qwen3 models (embedding, reranker, answerer) share one vocabulary; chunk sizes are counted in it.
 _QWEN3 = dict(
     _UNMEASURED_SEARCH, **_UNMEASURED_ANSWER,

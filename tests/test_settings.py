@@ -37,6 +37,9 @@ def test_cpu_is_the_default_profile(no_env):
     assert s.model_dump() == Settings().model_dump()
     assert all(getattr(getattr(s, g), k) == default(k) for k, g in FIELD_GROUP.items())
     assert s.flat() == {"profile": "cpu", "data_dir": s.data_dir, **{k: default(k) for k in FIELD_GROUP}}
+    # the fitted lapse is the cpu answer model's (issue 44); the other answer models show their probabilities as scored
+    assert s.answer.calibration_by_path == {"*": {"lapse": 0.10}}
+    assert all(load_settings(p).answer.calibration_by_path == {} for p in PROFILES if p != "cpu")
 
 
 def test_every_profile_names_known_settings():
