@@ -154,8 +154,9 @@ class AnswerSettings(_Group):
     # spreads a share e ("lapse") evenly over the given options. Applied after every decision (read_first, retry),
     # so the answers and the passages read are the same with or without it. Fitted by
     # `python -m bench.answer_speed --fit-calibration RUN...` (each run shown with what the others fit) and set only
-    # where it holds out: a lapse of 0.10, fitted on q8_0/extra's 244 questions (Intel AMX), holds out in every
-    # third and on BF16's and Q4_K_M's runs on the AMD, on both sets; no power did (bench/answer_speed.md, issue 44)
+    # where it holds out: a lapse of 0.10, fitted on q8_0/extra's 244 questions (Intel AMX), is within chance on both
+    # sets with each third shown from the other two's fit, and on BF16's and Q4_K_M's runs on the AMD; a power per
+    # rule was not (bench/answer_speed.md, issue 44)
     calibration_by_path: dict[str, dict[str, float]] = Field(default_factory=lambda: {"*": {"lapse": 0.10}})
     # (the GPU, remote and vllm-cpu profiles set none: their answer models and scorers were not fitted)
     # llama.cpp: the options' (and free text's) continuations decoded in one batch, one sequence each, over the
