@@ -127,6 +127,12 @@ def _cal_cells(recs: list[dict]) -> str:
     return f"{c['mean_top_p']:.3f} | {c['brier_top']:.3f} | {c['ece']:.3f} ({c['ece_chance']:.3f}, {c['ece_p']:.2f})"
 
 
+def _fit_row(fitted: str, what: str, name: str, before: list[dict], after: list[dict]) -> str:
+    """One row of :func:`fit_report`: records as scored (``before``) and as shown with the entry (``after``)."""
+    return (f"| {fitted} | {what} | {name} | {len(before)} | {statistics.fmean(r['right'] for r in before):.3f} | "
+            f"{_cal_cells(before).replace(' | ', ', ')} | {_cal_cells(after)} |")
+
+
 def fit_report(runs: list[tuple[str, dict]], checks: list[tuple[str, dict]], form: str) -> str:
     """``--fit-calibration``: each named run's records (``runs``: (what, {set: records})) shown as scored and with
     the entry fitted on the other runs (held out), all runs' held-out answers together, then the entry fitted on
@@ -138,23 +144,20 @@ def fit_report(runs: list[tuple[str, dict]], checks: list[tuple[str, dict]], for
     for i, (what, per) in enumerate(runs if len(runs) > 1 else []):
         entry = fit_calibration(pooled(runs[:i] + runs[i + 1:]), form)
         for name, recs in per.items():
-            recs = [scored(r) for r in recs]
-            held.setdefault(name, []).extend((r, shown(r, entry)) for r in recs)
-            lines.append(f"| the others: {entry} | {what} | {name} | {len(recs)} | "
-                         f"{statistics.fmean(r['right'] for r in recs):.3f} | "
-                         f"{_cal_cells(recs).replace(' | ', ', ')} | {_cal_cells([shown(r, entry) for r in recs])} |")
-    for name, pairs in held.items():  # every answer shown with what the runs it is not in fit
-        lines.append(f"| each from the others | all {len(runs)} | {name} | {len(pairs)} | "
-                     f"{statistics.fmean(r['right'] for r, _ in pairs):.3f} | "
-                     f"{_cal_cells([r for r, _ in pairs]).replace(' | ', ', ')} | {_cal_cells([c for _, c in pairs])} |")
+            before = [scored(r) for r in recs]
+            after = [shown(r, entry) for r in before]
+            scored_here, shown_here = held.setdefault(name, ([], []))
+            scored_here.extend(before)
+            shown_here.extend(after)
+            lines.append(_fit_row(f"the others: {entry}", what, name, before, after))
+    for name, (before, after) in held.items():  # every answer shown with what the runs it is not in fit
+        lines.append(_fit_row("each from the others", f"all {len(runs)}", name, before, after))
     entry = fit_calibration(pooled(runs), form)
     lines += ["", f"fitted on all {len(runs)}: {json.dumps(entry)}"] + head
     for what, per in checks:
         for name, recs in per.items():
-            recs = [scored(r) for r in recs]
-            lines.append(f"| all {len(runs)} | {what} | {name} | {len(recs)} | "
-                         f"{statistics.fmean(r['right'] for r in recs):.3f} | "
-                         f"{_cal_cells(recs).replace(' | ', ', ')} | {_cal_cells([shown(r, entry) for r in recs])} |")
+            before = [scored(r) for r in recs]
+            lines.append(_fit_row(f"all {len(runs)}", what, name, before, [shown(r, entry) for r in before]))
     return "\n".join(lines)
 
 
@@ -165,7 +168,8 @@ def named_runs(out: Path, names: list[str], variant: str) -> list[tuple[str, dic
     for name in names:
         i, _, v = name.partition(":")
         run, v = runs[int(i)], v or variant
-        path = (run["variants"].get(v) or {}).get("answer_path") or (run["variants"].get(v) or {}).get("format")
+        ready = run["variants"].get(v) or {}
+        path = ready.get("answer_path") or ready.get("format")
         got.append((f"{run['date'][:16]} {v} ({path}, {run['machine'].get('cpu_model') or run['machine'].get('cpu')})",
                     {n: per[v] for n, per in run["records"].items() if per.get(v)}))
     return got

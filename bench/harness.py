@@ -234,7 +234,7 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
                           "page_proximity": prox, "score": 0.5 * right + 0.25 * doc_right + 0.25 * prox,
                           "probabilities": a.probabilities, "prompt_tokens": a.details.get("prompt_tokens", 0),
                           "read_first": a.details.get("read_first"),  # whether the top passage alone answered
-                          "calibration": a.details.get("calibration"),  # the power the shown probabilities took
+                          "calibration": a.details.get("calibration"),  # the power and lapse the shown ones took
                           "timings": a.timings, "rss_mb": rss_mb("VmRSS"), "peak_rss_mb": rss_mb("VmHWM")}),
               flush=True)
 

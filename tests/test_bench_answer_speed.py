@@ -43,8 +43,8 @@ def test_summary_says_how_well_the_probabilities_mean_it():
     assert m["ece"] == pytest.approx(0.4) and 0 < m["ece_chance"] < 0.5 and 0 <= m["ece_p"] <= 1
     assert m["stood"]["n"] == 2 and m["stood"]["accuracy"] == 0.5 and m["stood"]["mean_top_p"] == pytest.approx(0.9)
     assert "stood" not in summarise([rec("A", True, 5)], None)  # a path without read_first (main before it)
-    shown = table({"long": {"now": {**m, "peak_rss_mb": 4000.0}}}, "now")
-    assert "| 0.800 | 0.327 | 0.400 (" in shown and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in shown
+    printed = table({"long": {"now": {**m, "peak_rss_mb": 4000.0}}}, "now")
+    assert "| 0.800 | 0.327 | 0.400 (" in printed and "| long | now | 2 of 3 | 0.500 | 0.900 | 0.410 |" in printed
 
 
 def six(top: float) -> dict[str, float]:
