@@ -223,9 +223,13 @@ def test_exact_search_copy_follows_every_write_without_reading_the_store_again(t
     index.add(ids[300:], vecs[300:], "d2", list(range(200)))
     index.add(ids[:5], vecs[100:105], "d1", list(range(5)))  # rewritten vectors replace their rows
     got = index.search(q, 20)
-    index.remove_document("d2")
+    assert reads == []  # no add made the next search read the whole collection again
+    index.remove_document("d2")  # (it reads the collection once, to write it anew: removal removes, issue 54)
+    reads.clear()
+    real_get = index._col.get
+    monkeypatch.setattr(index._col, "get", lambda *a, **kw: reads.append(kw) or real_get(*a, **kw))
     after = index.search(q, 20)
-    assert reads == []  # no write made the next search read the whole collection again
+    assert reads == []  # nor did the removal
     fresh = VectorIndex(tmp_path, load_settings("cpu"), lambda: "x", 0)
     monkeypatch.undo()
     fresh_vecs = np.concatenate([vecs[100:105], vecs[5:300]])
@@ -293,3 +297,54 @@ def test_term_statistics_are_consistent_under_concurrent_readers(tmp_path, embed
         assert seen and all(k == n for n, k in seen), set(seen)  # every chunk holds its title's one tree word
     finally:
         lib.close()
+
+
+def _files_holding(root: Path, needles: dict[str, bytes]) -> dict[str, list[str]]:
+    """Which files under ``root`` hold each needle's bytes."""
+    found: dict[str, list[str]] = {k: [] for k in needles}
+    for f in root.rglob("*"):
+        if f.is_file():
+            data = f.read_bytes()
+            for k, b in needles.items():
+                if b in data:
+                    found[k].append(str(f.relative_to(root)))
+    return found
+
+
+def test_a_removed_document_leaves_no_text_or_vector_in_any_file(tmp_path, embedder, pdfgen, other_pdf):
+    """Issue 54: removal removes. A marker word only the removed document holds, its passages' text and its
+    vectors' bytes (as given and as Chroma stores them for cosine search, unit length) are searched for in every
+    file under the library folder: Chroma's write-ahead log, its HNSW files and free pages included."""
+    import numpy as np
+
+    marker = "Зеленокрилозорія"
+    doc = pdfgen.ukrainian_pdf("Інструкція з маркером", [
+        ("Склад", f"Препарат {marker} містить діючу речовину в кількості 5 мг. " * 8),
+        ("Зберігання", f"Зберігати {marker} при температурі до 25 °C у недоступному для дітей місці. " * 8)])
+    s = load_settings()
+    lib = Library(tmp_path, embedder, s)
+    kept = lib.add(other_pdf, "other.pdf")
+    gone = lib.add(doc, "marker.pdf")
+    chunks = lib.chunks_of(gone.doc_hash)
+    vecs = lib.vectors.get([c.chunk_id for c in chunks])
+    assert chunks and len(vecs) == len(chunks)
+    needles = {"marker": marker.encode(), "passage": chunks[0].body[:60].encode()}
+    for cid, v in vecs.items():
+        unit = (v / np.linalg.norm(v)).astype(np.float32)
+        needles[f"vector {cid}"] = v.astype(np.float32)[8:12].tobytes()
+        needles[f"unit vector {cid}"] = unit[8:12].tobytes()
+    before = _files_holding(tmp_path, needles)
+    assert before["marker"] and any(before[k] for k in needles if k.startswith("vector"))  # the search can find
+
+    lib.remove(gone.doc_hash)
+    after = _files_holding(tmp_path, needles)
+    assert {k: v for k, v in after.items() if v} == {}
+    # the rest of the library answers as before, and after a reopen
+    assert [d.name for d in lib.documents()] == ["other.pdf"] and lib.vectors._col.count() == kept.n_chunks
+    q = embedder.embed_queries(["Скільки книжок можна взяти додому?"])[0]
+    hits = lib.vectors.search(q, 3)
+    assert hits and all(h.startswith(kept.doc_hash) for h in hits)
+    lib.close()
+    again = Library(tmp_path, embedder, s)
+    assert again.vectors._col.count() == kept.n_chunks and list(again.vectors.search(q, 3)) == list(hits)
+    assert {k: v for k, v in _files_holding(tmp_path, needles).items() if v} == {}

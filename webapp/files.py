@@ -6,8 +6,11 @@ static path (no copy in Gradio's cache). :class:`FileGuard` stands in front of G
 route: a file under ``files/<key>/`` is served only to a request whose ``pdfqa-reader`` cookie is that key's
 reader token (the page sets it once its session is loaded, :data:`SET_READER_JS`); nothing in Gradio's upload
 cache is served at all (uploads are read by the server, never shown back), and every other path is left to
-Gradio's own checks. A file goes with what it belongs to: a document's page images with the document, a run's
-downloads with the run, all of them with the library; uploads are deleted once read (:func:`drop_upload`).
+Gradio's own checks; what it serves from a files folder is marked ``Cache-Control: private, no-store`` (no shared
+cache or disk cache keeps a private page). A file goes with what it belongs to: a document's page images with the
+document, a run's downloads with the run, all of them with the library; uploads are deleted once read
+(:func:`drop_upload`), and those an earlier process left (killed before it read them) at start
+(:func:`use_upload_folder`).
 """
 from __future__ import annotations
 
@@ -34,8 +37,9 @@ SET_READER_JS = (f"(token) => {{ if (!token) return; const where = location.prot
 SHOWN_HOURS = 6  # a page image shown is kept this long (a new one is written for each answer), then deleted
 UPLOAD_MINUTES = 30  # an upload not read by then (a CSV left unrun) is deleted by Gradio (delete_cache)
 FILE_ROUTES = ("/gradio_api/file=", "/gradio_api/file/")  # Gradio's file route and its deprecated twin
+NO_STORE = (b"cache-control", b"private, no-store")
 _PART = re.compile(r"[\w.\-]+")
-
+_USER_UPLOADS = os.environ.get("GRADIO_TEMP_DIR")  # as the environment set it, before use_upload_folder
 
 def _part(name: str) -> str:
     """``name`` as one folder name (a document's hash, a run's name), or ValueError."""
@@ -62,6 +66,29 @@ def upload_folder() -> Path:
     from gradio.utils import get_upload_folder
 
     return Path(os.path.abspath(get_upload_folder()))
+
+
+def use_upload_folder(data_dir: Path) -> Path:
+    """Point Gradio's uploads at ``<data_dir>/uploads`` (unless GRADIO_TEMP_DIR names a folder) and delete what an
+    earlier process left there: an upload it never read (killed mid-upload or mid-indexing) is otherwise kept for
+    ever, as Gradio's own sweep (``delete_cache``) tracks only the files of the process that made them. In a folder
+    GRADIO_TEMP_DIR names (maybe shared with other apps) only uploads older than UPLOAD_MINUTES go. Call before the
+    Blocks are made (Gradio reads the folder then)."""
+    own = not _USER_UPLOADS
+    folder = Path(os.path.abspath(Path(data_dir) / "uploads")) if own else Path(os.path.abspath(_USER_UPLOADS))
+    os.environ["GRADIO_TEMP_DIR"] = str(folder)
+    old = time.time() - UPLOAD_MINUTES * 60
+    gone = 0
+    for d in folder.iterdir() if folder.is_dir() else []:
+        try:
+            if own or d.stat().st_mtime < old:
+                shutil.rmtree(d, ignore_errors=True) if d.is_dir() and not d.is_symlink() else d.unlink()
+                gone += 1
+        except OSError:
+            pass
+    if gone:
+        log.info("deleted %d upload(s) left by an earlier run in %s", gone, folder)
+    return folder
 
 
 def drop_upload(path) -> None:
@@ -141,6 +168,13 @@ class FileGuard:
     def __init__(self, app, store: SessionStore):
         self.app, self.store = app, store
 
+    def guarded(self, raw_path: str) -> bool:
+        """Whether ``raw_path`` names a file in a library's files folder (private: never kept by a cache)."""
+        try:
+            return any(_inside(p, root) for p in _forms(raw_path) for root in _forms(self.store.files_root))
+        except (ValueError, OSError):
+            return False
+
     def allowed(self, raw_path: str, cookie_header: str) -> bool:
         """Whether the file route may serve ``raw_path`` (as Gradio reads it: decoded once) to this cookie."""
         uploads, files = _forms(upload_folder()), _forms(self.store.files_root)
@@ -169,7 +203,19 @@ class FileGuard:
                 if not self.allowed(rest, headers.get(b"cookie", b"").decode("latin-1")):
                     log.info("file refused: %s", path[:200])
                     await send({"type": "http.response.start", "status": 404,
-                                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+                                "headers": [(b"content-type", b"text/plain; charset=utf-8"), NO_STORE]})
                     await send({"type": "http.response.body", "body": b"Not found"})
                     return
+                if self.guarded(rest):
+                    send = _no_store(send)
         await self.app(scope, receive, send)
+
+
+def _no_store(send):
+    """``send`` with ``Cache-Control: private, no-store`` put on the response (replacing Gradio's own)."""
+    async def sending(msg):
+        if msg.get("type") == "http.response.start":
+            msg = {**msg, "headers": [(k, v) for k, v in msg.get("headers") or [] if k.lower() != b"cache-control"]
+                   + [NO_STORE]}
+        await send(msg)
+    return sending

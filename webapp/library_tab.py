@@ -126,20 +126,43 @@ def _index_one(ctx: Context, ui: LibraryTab, pipe, rows: list[list], i: int, nam
                ui.refresh: gr.Timer(active=False)}
 
 
+def interrupted(ctx: Context, sid: str) -> list[str]:
+    """The documents the server was reading into this library when it stopped and never stored (said once)."""
+    names = ctx.store.interrupted(sid)
+    if names and ctx.store.exists(sid):
+        with ctx.store.open(sid) as pipe:
+            stored = {d.name for d in pipe.library.documents()}
+        names = [n for n in names if safe_name(n) not in stored]  # stored just before the stop: not lost
+    return names
+
+
+def interrupted_text(names: list[str]) -> str:
+    """What the visitor is told of the documents the server was reading when it stopped (never stored)."""
+    return (f"**Not indexed: upload {'it' if len(names) == 1 else 'them'} again.** The server stopped while reading "
+            + ", ".join(V.md_escape(n) for n in names) + "; nothing of "
+            + ("it" if len(names) == 1 else "them") + " was kept.")
+
+
 def index_files(ctx: Context, ui: LibraryTab, sid: str, items: list[tuple[str, Path]]):
-    """Index (name, path) pairs one by one, yielding the status table as each moves on."""
+    """Index (name, path) pairs one by one, yielding the status table as each moves on. While it runs the batch
+    is recorded with the library, so a server stopped half-way names what it never stored on the next visit."""
     rows = [[name, "queued", ""] for name, _ in items]
     yield {ui.status: df(rows, V.STATUS_COLUMNS), ui.refresh: gr.Timer(active=False)}
     if not items:
         return
     with ctx.store.open(sid) as pipe:
-        for i, (name, path) in enumerate(items):
-            data, why = _read(name, path, ctx.settings.limits.max_upload_mb)
-            if data is None:
-                rows[i][1:] = ["failed", why]
-                yield {ui.status: df(rows, V.STATUS_COLUMNS)}
-                continue
-            yield from _index_one(ctx, ui, pipe, rows, i, name, data)
+        rec = ctx.store.begin_indexing(sid, [name for name, _ in items])
+        try:
+            for i, (name, path) in enumerate(items):
+                data, why = _read(name, path, ctx.settings.limits.max_upload_mb)
+                if data is None:
+                    rows[i][1:] = ["failed", why]
+                    yield {ui.status: df(rows, V.STATUS_COLUMNS)}
+                else:
+                    yield from _index_one(ctx, ui, pipe, rows, i, name, data)
+                ctx.store.indexing_left(rec, [name for name, _ in items[i + 1:]])
+        finally:
+            ctx.store.end_indexing(rec)
     # the upload box is emptied for the next files
     yield {ui.status: df(rows, V.STATUS_COLUMNS), **library_views(ctx, ui, sid), ui.upload: None}
 

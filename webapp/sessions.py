@@ -11,15 +11,26 @@ Layout under ``data_dir``::
     library/, runs/                  the shared library (``shared=True``), as ``python -m pipeline.evaluate`` uses
 
 A session id is a token the server issues (:meth:`SessionStore.new_id`: 64 random bits and 64 bits of an HMAC
-under the server's secret, 32 hex digits) kept in the browser (localStorage), so a visitor finds their library
+under the server's signing key, 32 hex digits) kept in the browser (localStorage), so a visitor finds their library
 again after a reload or an app restart. An id the server did not issue (its HMAC wrong) is never made a library
 (:meth:`SessionStore.issued`), and one that is not 32 lowercase hex digits is never turned into a path.
+
+The signing key (:func:`server_key`, ``<data_dir>/.server-key``) signs ids, files keys and reader tokens and never
+leaves the server: it is not the key Gradio's ``BrowserState`` encrypts localStorage with, which Gradio sends to
+every page (``webapp.ui.browser_state_key``).
+
+A batch of uploads being indexed is recorded in ``<session dir>/indexing/<process>-<n>.json`` until it ends; one
+left by an earlier process (the server was killed or restarted while reading it) names the documents that were
+not stored (:meth:`SessionStore.interrupted`), told to their visitor on the next visit.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
+import json
 import logging
+import os
 import re
 import secrets
 import shutil
@@ -34,6 +45,27 @@ log = logging.getLogger(__name__)
 
 _ID = re.compile(r"[0-9a-f]{32}")
 SHARED = "shared"
+KEY_FILE = ".server-key"
+PROCESS = secrets.token_hex(8)  # this process's name on its indexing records (another name: an earlier process)
+_batches = itertools.count()
+
+
+def server_key(data_dir: Path | str) -> str:
+    """The key that signs library ids, files keys and reader tokens (``<data_dir>/.server-key``, mode 600, made
+    once and kept so ids survive restarts). Only the server reads it: nothing a page receives is, or is derived
+    from it, but the tokens it signs for that page's own library."""
+    f = Path(data_dir) / KEY_FILE
+    try:
+        key = f.read_text().strip()
+    except FileNotFoundError:
+        key = ""
+    if key:
+        return key
+    f.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # never readable by others, not even briefly
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(32))
+    return f.read_text().strip()
 
 
 def new_session_id(secret: str = "") -> str:
@@ -205,3 +237,64 @@ class SessionStore:
         if removed:
             log.info("expired %d session(s)", len(removed))
         return removed
+
+    def sweep_files(self) -> int:
+        """At start: delete the files folders of no library (a library expired or removed by hand, or files keys
+        made with an earlier signing key). What they held are copies made for showing (page images, a run's
+        downloads), made again when next shown. Returns how many were deleted."""
+        if not self.files_root.is_dir():
+            return 0
+        keys = {_mac(self.secret, "files", SHARED)[:32]} if self.shared else set()
+        if self.sessions_dir.is_dir():
+            keys |= {_mac(self.secret, "files", d.name)[:32] for d in self.sessions_dir.iterdir()
+                     if d.is_dir() and valid_session_id(d.name)}
+        gone = 0
+        for d in self.files_root.iterdir():
+            if d.name not in keys:
+                shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+                gone += 1
+        if gone:
+            log.info("deleted %d files folder(s) of no library", gone)
+        return gone
+
+    # ---- uploads being indexed -------------------------------------------------
+    def begin_indexing(self, sid: str, names: list[str]) -> Path:
+        """Record that ``names`` are being indexed into the session's library (until :meth:`end_indexing`)."""
+        d = self.session_dir(sid) / "indexing"
+        d.mkdir(parents=True, exist_ok=True)
+        rec = d / f"{PROCESS}-{next(_batches)}.json"
+        self.indexing_left(rec, names)
+        return rec
+
+    @staticmethod
+    def indexing_left(rec: Path, names: list[str]) -> None:
+        """What of the batch is not stored yet (a document is taken off once stored or refused)."""
+        tmp = rec.with_suffix(".tmp")
+        tmp.write_text(json.dumps(names, ensure_ascii=False))
+        tmp.replace(rec)
+
+    @staticmethod
+    def end_indexing(rec: Path) -> None:
+        rec.unlink(missing_ok=True)
+
+    def interrupted(self, sid: str) -> list[str]:
+        """The documents an earlier process was indexing into this library when it stopped (never stored): their
+        records are deleted once read, so they are said once."""
+        if not (self.shared or valid_session_id(sid)):
+            return []
+        d = self.session_dir(sid) / "indexing"
+        if not d.is_dir():
+            return []
+        names: list[str] = []
+        for rec in sorted(d.glob("*.json")):
+            if rec.name.startswith(f"{PROCESS}-"):
+                continue  # this process's: still being indexed
+            try:
+                names += [n for n in json.loads(rec.read_text()) if isinstance(n, str) and n not in names]
+            except (OSError, ValueError):
+                pass
+            rec.unlink(missing_ok=True)
+        for tmp in d.glob("*.tmp"):
+            if not tmp.name.startswith(f"{PROCESS}-"):
+                tmp.unlink(missing_ok=True)
+        return names

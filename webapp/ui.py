@@ -25,8 +25,8 @@ from pipeline.types import Question
 
 from . import ask_tab, evaluate_tab, judged_set, library_tab
 from .common import Context, bind
-from .files import SET_READER_JS, UPLOAD_MINUTES, FileGuard
-from .sessions import SessionStore, valid_session_id
+from .files import SET_READER_JS, UPLOAD_MINUTES, FileGuard, use_upload_folder
+from .sessions import SessionStore, server_key, valid_session_id
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +51,17 @@ CSS = """
 """
 
 
-def browser_secret(data_dir: Path) -> str:
-    """The key that seals the session id in the browser's localStorage; kept so it survives restarts."""
+def browser_state_key(data_dir: Path) -> str:
+    """The key Gradio's ``BrowserState`` encrypts the visitor's localStorage value with. It is **public**: Gradio
+    sends it to every page (``/config``), which encrypts and decrypts in the browser. It signs nothing, and nothing
+    the server trusts is derived from it (that is :func:`webapp.sessions.server_key`); kept in its file so a
+    visitor's stored library id still reads after a restart."""
     f = data_dir / ".browser-secret"
     if f.exists() and f.read_text().strip():
         return f.read_text().strip()
     data_dir.mkdir(parents=True, exist_ok=True)
     s = secrets.token_hex(16)
     f.write_text(s)
-    f.chmod(0o600)
     return s
 
 
@@ -102,7 +104,9 @@ def on_load(ctx: Context, page: _Page, stored):
     """The visitor's session id (kept in the browser; a fresh one issued unless this server issued the one kept),
     the token for their files, their documents and their saved runs."""
     sid = stored if ctx.store.issued(stored) else ctx.store.new_id()
+    lost = library_tab.interrupted(ctx, sid)  # documents the server was reading when it stopped: said once
     return {page.stored: sid, page.sid: sid, page.reader: ctx.store.reader_token(ctx.store.files_key(sid)),
+            **({page.library.message: library_tab.interrupted_text(lost)} if lost else {}),
             **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid),
             **(evaluate_tab.newest_run(ctx, page.evaluate, sid) or {}), **judged_set.views(ctx, page.evaluate.judged, sid)}
 
@@ -131,7 +135,8 @@ def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab, gr.
     # uploads are deleted once read; one never read (a CSV left unrun) goes within UPLOAD_MINUTES (and a half)
     age = UPLOAD_MINUTES * 60
     with gr.Blocks(title="PDF QA — six-option questions over your PDFs", delete_cache=(age // 2, age)) as demo:
-        stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=browser_secret(data_dir))
+        # Gradio sends this key to every page: it must never be (or sign) anything the server trusts
+        stored = gr.BrowserState("", storage_key=STORAGE_KEY, secret=browser_state_key(data_dir))
         sid = gr.State("")
         reader = gr.Textbox(visible=False)
         gr.Markdown("# PDF QA\nAnswers six-option (A–F) questions — or plain questions, with a short answer or "
@@ -154,12 +159,14 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
     ``max_open``: visitors' libraries held open at once."""
     models = models or Models(settings)
     data_dir, sample_dir = Path(settings.data_dir), Path(sample_dir)
+    use_upload_folder(data_dir)  # <data_dir>/uploads (unless GRADIO_TEMP_DIR says), emptied of an earlier run's
     # uploads return once a document is searchable (BM25); its vectors are added in the background
     store = SessionStore(data_dir, lambda root: Pipeline(settings, root=root, models=models, background=True),
                          shared=settings.web.shared_library, max_sessions=settings.web.max_sessions,
                          max_age_s=settings.web.session_days * 86400, max_open=max_open,
-                         secret=browser_secret(data_dir))
+                         secret=server_key(data_dir))
     store.cleanup()
+    store.sweep_files()  # files folders of no library (or of keys made before the signing key was the server's own)
     gr.set_static_paths([store.files_root])  # served from there (no copy in Gradio's cache), to their owner only
     ctx = Context(settings, store, sample_dir, sample_questions(sample_dir),
                   dict(concurrency_limit=settings.web.model_concurrency, concurrency_id="model"))
@@ -170,6 +177,7 @@ def build_app(settings: Settings, *, models: Models | None = None, sample_dir: P
         evaluate_tab.wire(ctx, page.evaluate, page.sid)
         demo.load(bind(on_load, ctx, page), [page.stored],
                   [page.stored, page.sid, *page.library.load_outputs, *page.evaluate.load_outputs, page.reader,
+                   page.library.message,
                    *page.evaluate.shown_outputs, *page.evaluate.judged.outputs],
                   api_name="on_load") \
             .then(None, [page.reader], None, js=SET_READER_JS)

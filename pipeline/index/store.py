@@ -85,6 +85,9 @@ class DocumentStore:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.root / "library.sqlite", check_same_thread=False)
+        # SQLite's own: a deleted row's bytes are overwritten, not left in free pages (a removed document's text
+        # is gone from the file, not only unlisted)
+        self.db.execute("PRAGMA secure_delete = ON")
         self.db.executescript(_SCHEMA)
         if "embedded" not in {r[1] for r in self.db.execute("PRAGMA table_info(chunks)")}:
             # a library made before progressive indexing listed a document only with all its vectors

@@ -22,9 +22,24 @@ compared by one matrix product, so the same question over the same library
 always gets the same chunks (HNSW's graph depends on insertion order and
 threads, and changed one answer in 170 between two loads of one library).
 Larger libraries, and a Chroma server, use Chroma's HNSW search.
+
+Removal removes (embedded store): Chroma keeps a deleted vector on disk, in its write-ahead log
+(``embeddings_queue`` in ``chroma.sqlite3``) until the HNSW index is next saved (a library under the save
+threshold never is), in the saved index itself (marked deleted, not erased), in free SQLite pages, and, once its
+collection is deleted, in the collection's old folder (Chroma leaves it: its issue #5259). So after a document's
+vectors are deleted the collection is written anew from the vectors that remain, the folders of segments Chroma
+no longer lists are removed, and Chroma's own ``chroma vacuum`` purges its log and compacts its SQLite
+(:meth:`VectorIndex.compact`). On a Chroma server that is the server's own housekeeping (its operator's
+``chroma vacuum``).
 """
 from __future__ import annotations
 
+import logging
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -33,6 +48,12 @@ import numpy as np
 
 from ..errors import BackendUnavailable, LibraryMismatch
 from ..settings import Settings
+
+
+log = logging.getLogger(__name__)
+_SEGMENT_DIR = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Chroma's own maintenance command (its CLI, in the chromadb wheel): purge the write-ahead log, VACUUM the SQLite
+_VACUUM = "import sys, chromadb_rust_bindings as c; c.cli(['chroma', 'vacuum', '--path', sys.argv[1], '--force'])"
 
 
 def http_client(url: str):
@@ -96,6 +117,7 @@ class VectorIndex:
         self._exact_max = 0 if settings.store.chroma_url else settings.store.exact_search_max
         self._exact: Exact | None = None  # ids, unit vectors and documents, read on first search
         self._exact_lock = threading.Lock()  # held by a write to the copy and by the read that makes it
+        self._client, self._name = client, name
         self._col = client.get_or_create_collection(name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
         if self._col.count() < n_listed:
             raise LibraryMismatch(
@@ -111,6 +133,36 @@ class VectorIndex:
     def remove_document(self, doc_hash: str) -> None:
         self._col.delete(where={"doc_hash": doc_hash})
         self._changed(keep=lambda old: _without(old, doc_hash))
+        self.compact()
+
+    def compact(self) -> None:
+        """Leave no deleted vector anywhere on disk (embedded store; see the module's notes): the collection
+        written anew from the vectors that remain, the folders of segments Chroma no longer lists removed, then
+        Chroma's own vacuum (log purge, SQLite VACUUM). A removal of a large library costs one re-write of its
+        vectors (about a second per few thousand)."""
+        if self._path is None:
+            return
+        got = self._col.get(include=["embeddings", "metadatas"])
+        self._client.delete_collection(self._name)
+        self._col = self._client.create_collection(self._name, metadata={"hnsw:space": "cosine"},
+                                                   embedding_function=None)
+        for i in range(0, len(got["ids"]), 1000):
+            self._col.add(ids=got["ids"][i:i + 1000], embeddings=got["embeddings"][i:i + 1000],
+                          metadatas=got["metadatas"][i:i + 1000])
+        root = Path(self._path)
+        try:
+            with sqlite3.connect(f"file:{root / 'chroma.sqlite3'}?mode=ro", uri=True) as db:
+                listed = {r[0] for r in db.execute("SELECT id FROM segments")}
+        except sqlite3.Error as e:  # a Chroma whose tables differ: its folders are left as they are
+            log.warning("Chroma's segments not read in %s: %s", root, e)
+            listed = None
+        for d in root.iterdir() if listed is not None else []:
+            if d.is_dir() and _SEGMENT_DIR.fullmatch(d.name) and d.name not in listed:
+                shutil.rmtree(d, ignore_errors=True)
+        done = subprocess.run([sys.executable, "-c", _VACUUM, str(root)], capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            log.warning("Chroma's vacuum failed in %s (a removed document's vectors may stay in its free pages "
+                        "until the next removal): %s", root, (done.stderr or done.stdout)[-500:])
 
     def sweep(self, listed: set[str]) -> None:
         """Remove the vectors of documents that are not listed (a crash between vectors and rows)."""
@@ -119,6 +171,7 @@ class VectorIndex:
         if orphans:
             self._col.delete(ids=orphans)
             self._changed()
+            self.compact()
 
     def get(self, ids: list[str]) -> dict[str, np.ndarray]:
         """The stored vectors of those of ``ids`` that have one (a document still embedding lacks some)."""

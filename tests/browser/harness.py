@@ -39,6 +39,7 @@ class App:
         env = {**os.environ, "PDFQA_DATA_DIR": str(self.data_dir), "GRADIO_ANALYTICS_ENABLED": "False",
                "PYTHONUNBUFFERED": "1"}
         env.pop("PDFQA_SHARED_LIBRARY", None)
+        env.pop("GRADIO_TEMP_DIR", None)  # set by an in-process build_app of another test: the app picks its own
         env.update(self.extra_env)
         self.log = open(self.log_path, "a")
         t0 = time.perf_counter()
