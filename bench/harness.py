@@ -213,7 +213,8 @@ def worker(overrides: dict, roots: dict, csvs: dict) -> None:
     ans = models.answerer
     ready = {"ready": True, "load_s": time.perf_counter() - t, "rss_after_load_mb": rss_mb("VmRSS"),
              "model": Path(getattr(ans, "model_path", "")).name, "format": getattr(ans, "model_format", "q4_k_m"),
-             "answer_path": getattr(ans, "answer_path", None)}
+             "answer_path": getattr(ans, "answer_path", None),
+             "cpu_variant": getattr(ans, "cpu_variant", None)}  # llama.cpp's CPU kernels (pipeline.backends.ggml_cpu)
     pipes = {name: Pipeline(settings, root=root, models=models) for name, root in roots.items()}
     qs = {name: {q.qid: q for q in read_questions(Path(csv).read_bytes())[0]} for name, csv in csvs.items()}
     pages = {name: {d.name: d.n_pages for d in p.library.documents()} for name, p in pipes.items()}
@@ -279,7 +280,10 @@ class Worker:
 
     def __init__(self, label: str, overrides: dict, tree: Path, roots: dict, csvs: dict):
         self.label = label
-        env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}  # another checkout: read only
+        # another checkout: read only; a PYTHONPATH given to the run stays after it (.llama-portable: the portable
+        # llama.cpp build, its CPU variant chosen by PDFQA_LLAMA_CPU_VARIANT)
+        path = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+        env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1"}
         spec = json.dumps({"overrides": overrides, "roots": {k: str(Path(v).resolve()) for k, v in roots.items()},
                            "csvs": {k: str(Path(v).resolve()) for k, v in csvs.items()}})  # the worker's cwd is its tree
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", spec], cwd=tree,

@@ -143,7 +143,8 @@ class AnswerSettings(_Group):
     # build and the CPU have AMX), measured once per machine and build (pipeline/backends/answer_path.py): auto =
     # the fastest that ran its check in a child process; a named value forces that part of the path
     llama_extra_buffers: Literal["auto", "on", "off"] = "auto"
-    answer_format: Literal["auto", "q4_k_m", "q8_0", "bf16"] = "auto"  # q8_0/bf16: converted once from the Q4_K_M
+    # q8_0, bf16, q4_0, iq4_nl: converted once from the shipped Q4_K_M (q4_0/iq4_nl: llama.cpp repacks them for AVX2)
+    answer_format: Literal["auto", "q4_k_m", "q8_0", "bf16", "q4_0", "iq4_nl"] = "auto"
     # the formats measured where answer_format is auto (where each can be fast: answer_path.not_worth)
     answer_path_formats: str = "q4_k_m,q8_0,bf16"
     answer_path_seconds: float = 2.0  # each candidate path, after its check's first answer, is timed this long

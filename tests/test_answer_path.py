@@ -47,6 +47,7 @@ def test_the_choice_runs_on_this_build_and_skips_a_crashing_path(record, monkeyp
     # the note the about line and metrics.json show
     note = ap.answer_model_note(s)
     assert note["model"] == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" and note["tokens_per_s"] == c["tokens_per_s"]
+    assert note["cpu_kernels"] == "native build"  # the set-up's build: its CPU backend linked in (ggml_cpu)
     # a forced format and buffers are taken as they are, without measuring
     forced = ap.answer_path(s.with_(answer_format="bf16", llama_extra_buffers="off"))
     assert forced == {"path": "bf16/plain", "format": "bf16", "extra": False,

@@ -128,7 +128,8 @@ def on_evaluate_page(ctx: Context, page: _Page, sid):
 def about_model(settings) -> str:
     """The about line's answer model: which file answers and why that format (``shipped.answer_model_note``)."""
     n = answer_model_note(settings)
-    return f"Answer model: {n['model']}" + (f" ({n['format'].upper()}; {n['why']})" if "format" in n else "")
+    return (f"Answer model: {n['model']}" + (f" ({n['format'].upper()}; {n['why']})" if "format" in n else "")
+            + (f"; llama.cpp CPU kernels: {n['cpu_kernels']}" if "cpu_kernels" in n else ""))
 
 
 def _layout(ctx: Context, data_dir: Path) -> tuple[gr.Blocks, _Page, gr.Tab, gr.Tab, gr.Tab]:

@@ -92,7 +92,12 @@ def amx_cpu(flags: set[str] | None = None) -> bool:
 
 
 def system_info() -> str:
+    """llama.cpp's features as built and loaded (in a portable build, those of the CPU variant that runs)."""
     import llama_cpp
+
+    from .ggml_cpu import load
+
+    load()
 
     return llama_cpp.llama_print_system_info().decode(errors="replace").strip()
 
@@ -130,13 +135,13 @@ def buffers_label(extra: bool, m: dict) -> str:
 def extra_applies(fmt: str, amx: bool, arch: str | None = None) -> bool:
     """Whether llama.cpp puts any of ``fmt``'s weights in an extra buffer here (else the extra buffers on are the
     plain path again, not worth measuring). On x86, as the vendored llama.cpp has it (ggml-cpu ``repack.cpp``,
-    ``amx/common.h``): the repacked layouts take Q4_K (AVX2), AMX tiles take Q4_K, Q6_K and Q8_0; BF16 neither.
+    ``amx/common.h``): the repacked layouts take Q4_K, Q4_0 and IQ4_NL (AVX2), AMX tiles take Q4_K, Q6_K and Q8_0; BF16 neither.
     Elsewhere (ARM's repacked Q8_0 and more) both are measured."""
     import platform
 
     if (arch or platform.machine()).lower() not in ("x86_64", "amd64"):
         return True
-    return fmt == "q4_k_m" or (fmt == "q8_0" and amx)
+    return fmt in ("q4_k_m", "q4_0", "iq4_nl") or (fmt == "q8_0" and amx)
 
 
 def not_worth(path: AnswerPath, flags: set[str], amx: bool, arch: str | None = None) -> str:
@@ -151,6 +156,8 @@ def not_worth(path: AnswerPath, flags: set[str], amx: bool, arch: str | None = N
         return "not tried: the CPU has no AVX512_BF16 (llama.cpp converts BF16 in software: slower than Q4_K_M)"
     if path.fmt == "q8_0" and not (amx and path.extra):
         return "not tried: Q8_0 is fast only on AMX tiles (AMX CPU and build), slower than Q4_K_M without"
+    if path.fmt in ("q4_0", "iq4_nl") and not path.extra:
+        return f"not tried: {path.fmt.upper()} is fast only in llama.cpp's repacked layout (extra buffers on)"
     return ""
 
 
@@ -395,9 +402,11 @@ def answer_model_note(settings) -> dict:
     format, buffers and why (measured tokens/s), or the configured model."""
     if settings.answer.answerer != "llama-cpp":
         return {"backend": settings.answer.answerer, "model": settings.roles.answer_model}
+    from .ggml_cpu import label, load
+
     c = answer_path(settings)
     name = QWEN_1_5B["name"].replace("q4_k_m", c["format"])
-    return {"backend": "llama-cpp", "model": name, **c}
+    return {"backend": "llama-cpp", "model": name, **c, "cpu_kernels": label(load())}
 
 
 def main(argv: list[str]) -> int:

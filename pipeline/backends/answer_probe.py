@@ -6,7 +6,7 @@ kernel the CPU or the VM does not run, a segmentation fault) kills only this chi
 prints its path. ``probe JSON`` loads ``{"file", "extra", "seconds"}``, answers the fixed check (its letters; the first answer warms
 the model up, the others are timed), then its questions again, timed, until ``seconds`` are spent (each prompt read
 anew), and prints one line ``PROBE {…}``: the letters, the prompt tokens read per second, seconds per answer, peak
-memory, llama.cpp's system info.
+memory, the CPU kernels that ran (``ggml_cpu``: ``native``, or a portable build's variant), llama.cpp's system info.
 
 ``race JSON`` loads ``{"paths": [{"name", "file", "extra"}, …], "seconds"}`` together (paths that ran alone) and
 times them in turns, and prints ``RACE {name: {"tokens_per_s", "runs"}}``.
@@ -51,7 +51,10 @@ def probe(file: str, extra: bool, seconds: float, name: str = "") -> dict:
     import llama_cpp
 
     from ..settings import load_settings
+    from .ggml_cpu import load
     from .llama_cpp import LlamaCppAnswerer
+
+    load()
 
     settings = load_settings()
     t0 = time.perf_counter()
@@ -81,6 +84,7 @@ def probe(file: str, extra: bool, seconds: float, name: str = "") -> dict:
     return {"letters": "".join(letters), "top": top, "tokens_per_s": tokens / spent, "runs": len(runs),
             "seconds_per_answer": sorted(runs)[len(runs) // 2], "prompt_tokens": round(tokens / len(runs)),
             "load_s": round(load_s, 2), "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "cpu_variant": ans.cpu_variant,  # llama.cpp's CPU kernels that ran (ggml_cpu)
             "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip()}
 
 

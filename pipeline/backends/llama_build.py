@@ -69,6 +69,9 @@ def check(cmake_args: str | None = None, fresh: bool = False) -> list[str]:
         return [] if have == want else [f"built with «{have}», the set-up now builds with «{want}»"]
     import llama_cpp
 
+    from .ggml_cpu import load
+
+    load()
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     why = feature_mismatch(info, cpu_flags(), native="GGML_NATIVE=ON" in args)
     if "-fno-dse" in args and "AMX_INT8 = 1" in info and not fresh:  # an AMX build from before its fix

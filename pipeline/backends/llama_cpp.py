@@ -124,6 +124,9 @@ class LlamaCppAnswerer(Answerer):
                  extra: bool | None = None):
         import llama_cpp
 
+        from .ggml_cpu import load
+
+        self.cpu_variant = load()  # the CPU kernels that run (a portable build picks them for this CPU)
         self.settings = settings
         self.model_path = model_path
         self.model_format, self.format_why = model_format, why  # answer_path's choice (the about line)
@@ -156,8 +159,10 @@ class LlamaCppAnswerer(Answerer):
 
         c = answer_path(settings)  # measured once per machine and build (in child processes), then read
         path = format_file(c["format"])
-        log.info("answer model: %s, %s, extra buffers %s (%s)", path.name, c["format"].upper(),
-                 "on" if c["extra"] else "off", c["why"])
+        from .ggml_cpu import label, load
+
+        log.info("answer model: %s, %s, extra buffers %s, llama.cpp CPU kernels: %s (%s)", path.name,
+                 c["format"].upper(), "on" if c["extra"] else "off", label(load()), c["why"])
         return cls(str(path), settings, c["format"], c["why"], extra=c["extra"])
 
     def _tok(self, text: str, special: bool = False) -> list[int]:

@@ -13,5 +13,8 @@ import runpy
 from .llama_cpp import llama_defaults, use_extra_buffers
 
 if __name__ == "__main__":
+    from .ggml_cpu import load
+
+    load()  # a portable build's CPU kernels registered before the server loads its model
     with llama_defaults(use_extra_buffers(os.environ.get("PDFQA_LLAMA_EXTRA_BUFFERS", "auto"))):
         runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)

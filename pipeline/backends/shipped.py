@@ -69,8 +69,11 @@ def shipped_gguf(spec: dict = QWEN_1_5B) -> Path:
 
 # ---- the answer model's formats: the shipped Q4_K_M, or one converted from it once by llama.cpp's own quantizer ----
 # (which one answers is measured on the machine: pipeline.backends.answer_path)
-FORMATS = ("q4_k_m", "q8_0", "bf16")
-_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "bf16": "LLAMA_FTYPE_MOSTLY_BF16"}
+# Q4_0 and IQ4_NL: the 4-bit layouts llama.cpp repacks for AVX2 (8×8 interleaved blocks, its extra buffers), where
+# the shipped Q4_K_M's repacked kernels were slower than its plain ones (issue 56); requantized from the Q4_K_M
+FORMATS = ("q4_k_m", "q8_0", "bf16", "q4_0", "iq4_nl")
+_FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "bf16": "LLAMA_FTYPE_MOSTLY_BF16", "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0",
+           "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL"}
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -101,6 +104,10 @@ def converted(src: Path, fmt: str, threads: int = 0) -> Path:
     import llama_cpp
     from llama_cpp._utils import suppress_stdout_stderr
 
+    from .ggml_cpu import load
+
+    load()
+
     if fmt not in _FTYPES:
         raise ValueError(f"no conversion to {fmt!r}; known: {', '.join(_FTYPES)}")
     out = _converted_path(src, fmt)
@@ -116,7 +123,7 @@ def converted(src: Path, fmt: str, threads: int = 0) -> Path:
     params.ftype = getattr(llama_cpp, _FTYPES[fmt])
     params.allow_requantize = True
     params.nthread = threads or os.cpu_count() or 1
-    with suppress_stdout_stderr():  # llama.cpp prints a line per tensor
+    with suppress_stdout_stderr(disable=False):  # llama.cpp prints a line per tensor (disable=True, the default, shows it)
         rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
     if rc != 0 or not tmp.exists():
         tmp.unlink(missing_ok=True)

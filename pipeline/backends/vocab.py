@@ -31,6 +31,10 @@ class GgufVocab:
     def __init__(self, path: str):
         import llama_cpp
 
+        from .ggml_cpu import load
+
+        load()  # a portable build's CPU kernels registered first
+
         self._v = llama_cpp.Llama(path, vocab_only=True, verbose=False)
         self._lock = threading.Lock()
 
