@@ -447,6 +447,10 @@ def test_progress_html_counts_time_and_escapes():
     assert "<b>q</b>" not in h and "width:25.0%" in h
     assert "left" not in progress_html(0, 8, 3.0)  # no estimate before the first question
     assert "left" not in progress_html(2, 8, 60.0, "stopped")  # a stopped run: nothing left to estimate
+    # issue 55: the last question past the others' mean is not "about 0 s left"
+    last = progress_html(7, 8, 400.0, "question 8", left=0.2)
+    assert "finishing the last question" in last and "0 s left" not in last
+    assert "about 1 s left" in progress_html(7, 8, 400.0, "question 8", left=0.6)
 
 
 def test_time_left_goes_down_while_a_question_runs():
@@ -469,6 +473,25 @@ def test_compare_runs_lists_answer_document_and_page_flips():
     assert {(f["Question_ID"], f["what"], f["change"]) for f in c["flips"]} == {
         ("1", "document", "broken"), ("1", "page", "broken"), ("2", "answer", "fixed")}
     assert (c["fixed"], c["broken"]) == (1, 0)  # the counts are of answers
+    assert c["shared"] == 2 and c["kinds"] is None
+
+
+def test_runs_that_share_no_question_say_so_not_0_fixed_0_broken():
+    """Issue 55 item 11: a six-option run against a plain one (the same Question_IDs or not) shares no question;
+    two six-option runs of different questions share none either; neither reads "0 fixed, 0 broken"."""
+    from webapp.views import compare_markdown
+
+    six = run("six", [rec("1"), rec("2")], {"score": 1.0})
+    plain = run("plain", [{"Question_ID": "1", "answer": "", "abstained": True, "gold": {"answer": ""}}], {"f1": 0.5})
+    c = M.compare_runs(six, plain)
+    assert (c["shared"], c["kinds"], c["flips"], c["deltas"]) == (0, ("six-option", "plain"), [], [])
+    said = compare_markdown("six", "plain", c)
+    assert "share no question" in said and "six-option" in said and "plain" in said and "0 fixed" not in said
+    other = M.compare_runs(six, run("other", [rec("7")], {"score": 0.0}))
+    assert other["shared"] == 0 and other["kinds"] is None
+    said = compare_markdown("six", "other", other)
+    assert "share no question" in said and "0 fixed" not in said
+    assert "0 fixed" in compare_markdown("six", "six", M.compare_runs(six, six))  # sharing questions: counted
 
 
 def test_a_stopped_run_counts_its_not_asked_questions_apart_from_broken_ones():
@@ -511,12 +534,13 @@ def test_weak_evidence_rule_and_scorer_title():
     assert not not_in_documents(ans(0.4)) and not not_in_documents(ans(2.5))  # no fitted flag: no guess
     assert not not_in_documents(ans(0.4, {"not_in_documents": False}))  # the pipeline's flag decides
     assert not_in_documents(ans(2.5, {"not_in_documents": True}))
-    assert scorer_title(ans(2.5), "option") == "Option likelihood"
-    assert scorer_title(ans(2.5), "letter") == "Letter probabilities"
-    assert chart_title("listed") == "Option likelihood"  # one line above the bars
-    assert scorer_title(ans(2.5), "listed").startswith("Option likelihood (")
+    # issue 55: "probability", the answer's own word, heads the chart (never "likelihood" beside "probability")
+    assert scorer_title(ans(2.5), "option") == "Probability of each option (from its likelihood)"
+    assert scorer_title(ans(2.5), "letter") == "Probability of each option (from its letter's probability)"
+    assert {chart_title(s) for s in ("option", "listed", "letter", "combined", "")} == {"Probability of each option"}
+    assert scorer_title(ans(2.5), "listed").startswith("Probability of each option (")
     assert scorer_title(ans(2.5, {"features": {"listed_support": [1, 0, 0, 0, 0, 0]}}), "listed").endswith(
-        "the option's words found in the passages")
+        "read first, raised by the option's words found in the passages)")
 
 
 def test_store_adds_the_title_column_to_an_old_library_and_fills_it(tmp_path):
@@ -622,6 +646,75 @@ def test_stop_belongs_to_a_run_not_to_a_visitor(tmp_path):
     assert E.newest_run(ctx, ui, new_session_id()) is None and E.saved_line([]) == ""
 
 
+def _evaluate_tab(tmp_path):
+    """Evaluate's components and a context over a store of visitors without a library (runs only)."""
+    import gradio as gr
+
+    from pipeline.settings import load_settings
+    from webapp import evaluate_tab as E
+    from webapp.common import Context
+
+    ctx = Context(load_settings(data_dir=tmp_path), SessionStore(tmp_path, lambda root: None, closer=lambda p: None),
+                  tmp_path)
+    with gr.Blocks():
+        ui = E.layout(ctx)
+    return ctx, ui
+
+
+def _saved_run(runs_dir: Path, name: str, traces: list[dict], mtime: float) -> None:
+    import json
+
+    d = runs_dir / name
+    d.mkdir(parents=True)
+    (d / "trace.jsonl").write_text("".join(json.dumps(t) + "\n" for t in traces))
+    (d / "metrics.json").write_text(json.dumps({"n_questions": len(traces), "failed": 0, "n": len(traces),
+                                                "score": 1.0, "answer_accuracy": 1.0, "doc_accuracy": 1.0,
+                                                "page_proximity": 1.0}))
+    (d / "questions.json").write_text(json.dumps([{"qid": t["Question_ID"], "text": "Що?", "options": ["a", "b"],
+                                                   "gold_answer": "A", "gold_doc": "d.pdf", "gold_page": 1}
+                                                  for t in traces]))
+    (d / "submission.csv").write_text("Question_ID,Correct_Answer,Doc_ID,Page_Num\n")
+    os.utime(d / "trace.jsonl", (mtime, mtime))
+
+
+def test_compare_and_delete_without_two_runs_say_why_and_never_raise(tmp_path):
+    """Issue 55 items 5 and 11: Compare or Delete with no saved run returns its message beside the buttons (an
+    error raised would turn the pickers and the message into red "Error" badges); one run is offered as "after"
+    only, never as a pair with itself; deleting the run shown shows the newest run left, and says what is left."""
+    from webapp import evaluate_tab as E
+
+    ctx, ui = _evaluate_tab(tmp_path)
+    sid = new_session_id()
+    runs = ctx.store.runs_dir(sid)
+    none = E.on_compare(ctx, ui, sid, None, None)
+    assert "Comparing needs two saved runs; there is none yet" in none[ui.compare_md]
+    assert none[ui.compare_box]["visible"] is False
+    gone = E.on_delete_run(ctx, ui, sid, None, "yes", "")
+    assert gone[ui.compare_md] == "⚠ There is no saved run to delete." and ui.message not in gone
+    assert E.on_open_run(ctx, ui, sid, None) == {ui.message: "⚠ There is no saved run to open."}
+    _saved_run(runs, "first", [rec("1")], 1_000_000)
+    picks = E.runs_choices(ctx, ui, sid)
+    assert picks[ui.run_a]["value"] is None and picks[ui.run_b]["value"] == "first"  # never first → first
+    assert "Comparing needs two saved runs; there is one, “first”" in picks[ui.run_a]["info"]
+    one = E.on_compare(ctx, ui, sid, None, "first")
+    assert "there is one, “first”" in one[ui.compare_md] and ui.deltas in one  # the comparison shown is cleared
+    _saved_run(runs, "second", [rec("1", answer="B")], 2_000_000)
+    assert E.runs_choices(ctx, ui, sid)[ui.run_a]["value"] == "first" and \
+        E.runs_choices(ctx, ui, sid)[ui.run_a]["info"] == ""  # the note goes (None would leave it)
+    same = E.on_compare(ctx, ui, sid, "second", "second")
+    assert "Before and After are the same run (“second”)" in same[ui.compare_md]
+    assert "1 broken" in E.on_compare(ctx, ui, sid, "first", "second")[ui.compare_md]
+    # the run shown deleted: the newest left is shown in its place, and what is left is said beside the buttons
+    out = E.on_delete_run(ctx, ui, sid, "second", "yes", "second")
+    assert out[ui.message] == "Deleted run second. Shown: run first, the newest left."
+    assert out[ui.shown] == "first" and out[ui.results_box]["visible"] and out[ui.table_box]["visible"]
+    assert "One saved run is left, “first”: comparing needs two." in out[ui.compare_md]
+    assert out[ui.run_b]["value"] == "first" and out[ui.run_a]["value"] is None
+    last = E.on_delete_run(ctx, ui, sid, "first", "yes", "first")
+    assert last[ui.message] == "Deleted run first. No saved run is left." and last[ui.shown] == ""
+    assert not last[ui.results_box]["visible"] and R.list_runs(runs) == []
+
+
 def test_run_the_sample_questions_adds_only_the_sample_pdfs_the_library_lacks(tmp_path):
     """Issue 48: "Run the sample questions" adds the sample corpus's PDFs the library lacks (a stand-in library
     here, recording what it is given: the handler's choice is tested, not indexing) and reads its questions."""
@@ -689,6 +782,21 @@ def test_why_this_answer_shows_the_runner_up_only_with_lines_of_its_own():
     assert "| A) десять — 70% | B) двадцять — 20% |" in own and own.count("Ціна десять") == 1
 
 
+def test_the_candidates_document_cell_cuts_a_long_title_and_its_column_fits_a_long_word():
+    """Issue 55 (cosmetic): a long title in capitals wrapped over 6–9 lines of the Document column, breaking its
+    words: the title is cut, and the column is wide enough for a long word of capitals at 1280 px."""
+    from webapp.views import CANDIDATE_COLUMNS, CANDIDATE_TITLE_CHARS, CANDIDATE_WIDTHS, candidate_rows
+
+    title = "ПРАВИЛА ДОРОЖНЬОГО РУХУ ДЛЯ ВОДІЇВ АВТОМОБІЛЬНОГО ТРАНСПОРТУ ЗАГАЛЬНОГО КОРИСТУВАННЯ"
+    ref = {"rank": 1, "title": title, "doc_name": "pdr.pdf", "pages": [3], "page": 3, "evidence": True,
+           "scores": {"rerank": 1.0}, "text": "Текст."}
+    cell = candidate_rows([ref])[0][1]
+    assert cell.endswith("… — pdr.pdf") and len(cell) <= CANDIDATE_TITLE_CHARS + len(" — pdr.pdf"), cell
+    doc = float(CANDIDATE_WIDTHS[CANDIDATE_COLUMNS.index("Document")].rstrip("%"))
+    assert doc * 1200 / 100 - 16 >= 9.5 * len("АВТОМОБІЛЬНОГО"), doc  # ~9.5 px a capital, less the cell's padding
+    assert sum(float(w.rstrip("%")) for w in CANDIDATE_WIDTHS) == pytest.approx(100)
+
+
 def test_table_cells_shorten_hashed_names_and_say_what_grounding_means():
     from webapp.views import grounding_text, short_name
 
@@ -720,6 +828,23 @@ def test_a_flagged_six_option_answer_reads_not_found_with_the_absent_words_and_w
     assert md.startswith("## Answer: A") and "The model's probability that this answer is right: 99%" in md, md
 
 
+def test_a_library_of_one_says_this_document_in_the_heading_the_status_and_the_notes():
+    """Issue 55 item 12: under "Not found in this document" the status line never says "your documents"."""
+    from webapp.ask_tab import answered_text
+    from webapp.views import answer_markdown
+
+    q, a = _six({"not_in_documents": True, "flag_basis": "lexical", "lexical_only_docs": ["x.pdf"],
+                 "flag_features": {"absent_words": ["сікапротект"]}})
+    md = answer_markdown(q, a, {"x.pdf": "Інструкція"})
+    assert md.startswith("## Not found in this document") and "your documents" not in md, md
+    assert "whether the answer is in this document was judged on the words alone" in md, md
+    assert answered_text("3 s", False, 1) == "Searched in 3 s: not found in this document."
+    assert answered_text("3 s", False, 3) == "Searched in 3 s: not found in your documents."
+    assert answered_text("3 s") == "Answered in 3 s."
+    many = answer_markdown(q, a, {"x.pdf": "", "y.pdf": ""})
+    assert many.startswith("## Not found in your documents") and "is in your documents was judged" in many
+
+
 def _trace(qid, gold_page, cands, evidence, answer="A", gold_answer="A", retrieved=1):
     return {"Question_ID": qid, "answer": answer, "probabilities": {answer: 0.95}, "doc": "x.pdf", "page": 1,
             "gold": {"answer": gold_answer, "doc": "x.pdf", "page": gold_page},
@@ -744,6 +869,32 @@ def test_loss_stage_names_where_the_gold_page_was_lost():
     assert groups[0]["n"] == 2 and groups[0]["counts"][R.PAGE_CHOICE] == 1 and groups[1]["group"] == "Правила — x.pdf"
     assert [t["Question_ID"] for t in R.filter_lost(traces, R.PAGE_CHOICE, "x.pdf")] == ["c"]
     assert R.filter_lost(traces, R.PAGE_CHOICE, "y.pdf") == []
+
+
+def test_a_stopped_runs_picture_counts_its_not_asked_questions_as_its_filter_does():
+    """Issue 55 item 10: the questions a stopped run never asked have no gold in their traces (the run stopped
+    before their search); "where the gold page was lost" takes their gold from the run's questions, so its
+    "failed or not asked" bar counts them as the table's filter does."""
+    from webapp import runs as R
+    from webapp.evaluate_tab import kind_choices
+    from webapp.pictures import run_pictures
+
+    cands = [("c1", 1, 1.0)]
+    asked = _trace("q1", 1, cands, ["c1"])
+    unasked = [{"Question_ID": f"q{i}", "error": "Stopped: stopped by the user: not asked", "seconds": 0.0}
+               for i in (2, 3, 4)]
+    questions = {f"q{i}": {"qid": f"q{i}", "text": "?", "options": ["a", "b"], "gold_answer": "A",
+                           "gold_doc": "y.pdf" if i == 4 else "x.pdf", "gold_page": 1} for i in (1, 2, 3, 4)}
+    traces = [asked, *unasked]
+    assert R.loss_groups(traces)[0]["counts"][R.NOT_ASKED] == 0  # without the questions: not counted (the bug)
+    groups = R.loss_groups(traces, questions=questions)
+    assert groups[0]["n"] == 4 and groups[0]["counts"][R.NOT_ASKED] == 3 and groups[0]["counts"][R.READ_RIGHT] == 1
+    assert {g["doc"]: g["n"] for g in groups[1:]} == {"x.pdf": 3, "y.pdf": 1}
+    assert ("failed or not asked (3)", M.FAILED) in kind_choices(traces, 3)  # the filter's count: the same
+    assert [t["Question_ID"] for t in R.filter_lost(traces, R.NOT_ASKED, "", questions)] == ["q2", "q3", "q4"]
+    assert [t["Question_ID"] for t in R.filter_lost(traces, "", "y.pdf", questions)] == ["q4"]
+    _, losses = run_pictures({"traces": traces, "metrics": {}, "questions": questions}, {})
+    assert f"{R.NOT_ASKED} (3)" in losses
 
 
 def test_reliability_bins_and_how_far_a_probability_held(tmp_path):
@@ -960,7 +1111,7 @@ def test_judging_in_ask_lists_and_runs_in_evaluate_for_that_visitor_only(tmp_pat
     q = ["Коли відчиняється музей?", "О 8:00", "О 9:00", "О 10:00", "", "", ""]
     shown = asdict(Shown("B", "muzei.pdf", 1, 0.6, False, "2026-12-07T05:00:00Z"))
     panel = J.on_shown(ctx, row, first, q, shown)
-    assert panel[row.doc]["value"] == "muzei.pdf" and panel[row.page] == 1
+    assert panel[row.doc]["value"] == "muzei.pdf" and panel[row.page]["value"] == 1
     assert [v for _, v in panel[row.option]["choices"]] == ["A", "C"]  # the shown B is not "wrong"'s answer
     said = J.on_wrong(ctx, row, first, q, shown, "B", "", False, "muzei.pdf", 1, "", "")[row.msg]
     assert said.startswith("⚠ Not saved") and "judge it right" in said, said  # nothing kept

@@ -96,6 +96,47 @@ def test_read_questions_without_gold_columns_and_bad_rows():
                         "line 7 (Question_ID 1): this Question_ID is already used on line 2 — skipped"]
 
 
+def test_none_of_the_documents_is_read_and_scored_as_not_found(tmp_path):
+    """Issue 55: Correct_Answer "none" (a six-option question judged "not in these documents", its options kept)
+    is read with no document or page, and a run scores it right — answer, document and page — only when its
+    not-in-documents flag fired; the letter it leaned to does not count, nor is it a gold page to recall."""
+    import json
+    from types import SimpleNamespace
+
+    from pipeline.evaluation.questions import NONE
+    from pipeline.evaluation.run import evaluate
+    from pipeline.settings import load_settings
+    from pipeline.types import Answer, Search
+
+    text = ("Question_ID,Question,A,B,C,D,E,F,Correct_Answer,Doc_ID,Page_Num\n"
+            "n1,Скільки коштує доба?,50,100,,,,,none,parking.pdf,2\n"  # "none": a document given is dropped
+            "n2,А тиждень?,50,100,,,,,NONE,,\n"
+            "a1,Котра година?,9,10,,,,,B,muzei.pdf,1\n")
+    qs, problems = read_questions(text.encode())
+    assert problems == [] and [(q.qid, q.options[:2], q.gold_answer, q.gold_doc, q.gold_page) for q in qs] == [
+        ("n1", ["50", "100"], NONE, None, None), ("n2", ["50", "100"], NONE, None, None),
+        ("a1", ["9", "10"], "B", "muzei.pdf", 1)]
+    flagged = {"n1": True, "n2": False, "a1": False}  # n1: "not found" (right); n2: answered a letter (wrong)
+
+    class Pipe:
+        settings = load_settings(data_dir=tmp_path)
+        library = SimpleNamespace(documents=lambda: [SimpleNamespace(name="muzei.pdf", n_pages=1)])
+
+        def ask(self, q, on_stage=None, **kw):
+            on_stage("search", Search(q, (), (), {}, ()))
+            return Answer("B", {"A": 0.2, "B": 0.8}, "muzei.pdf", "h", 1, [], [], {},
+                          {"letter": {}, "option": {}, "prompt_tokens": 1, "retried": False,
+                           "not_in_documents": flagged[q.qid]})
+
+    m, traces = evaluate(Pipe(), qs, tmp_path / "out")
+    assert m["n"] == 3 and m["answer_accuracy"] == pytest.approx(2 / 3) and m["doc_accuracy"] == pytest.approx(2 / 3)
+    assert m["page_proximity"] == pytest.approx(2 / 3) and m["score"] == pytest.approx(2 / 3)
+    assert m["recall@1_retrieval"] == 0.0  # of a1 alone (its page not retrieved here), not of n1 and n2
+    assert [t["gold"]["answer"] for t in traces] == [NONE, NONE, "B"] and "gold_rank" not in traces[0]
+    assert m["calibration_n"] == 3 and m["answered_accuracy"] == pytest.approx(1 / 3)  # B is right for a1 only
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["score"] == pytest.approx(2 / 3)
+
+
 def test_read_questions_columns_missing_extra_reordered_seventh_option():
     with pytest.raises(QuestionsError,
                        match=r"lacks the column\(s\) C, D, E, F \(found: Question_ID, Question, A, B\)"):

@@ -97,9 +97,21 @@ def test_what_a_judgement_must_say(tmp_path):
     # shown "not found", and right: not in these documents (no document, no page); the app's pick may be the answer
     r = j.judge("Який строк?", OPTS, "right", shown=shown(not_found=True)).record
     assert (r.not_in_documents, r.answer, r.doc, r.page, r.free, r.right_answer) == \
-        (True, "", None, None, True, J.NOT_IN_DOCUMENTS)
+        (True, "", None, None, False, J.NOT_IN_DOCUMENTS)  # issue 55: a six-option question keeps its options
     r = j.judge("Який строк?", OPTS, "wrong", shown=shown("B", not_found=True), answer="B").record
     assert (r.not_in_documents, r.answer, r.free) == (False, "B", False)
+    # issue 55: the verdict agrees with how a run scores the answer shown. "Not in these documents" of an answer
+    # shown as "not found" is right (the app said so), whichever button saved it; "right" of a letter shown
+    # cannot make the right answer "not in these documents"
+    agreed = j.judge("Який строк?", OPTS, "wrong", shown=shown("B", not_found=True), not_in_documents=True,
+                     doc="rules.pdf", page=2)
+    r = agreed.record
+    assert (r.verdict, r.not_in_documents, r.doc, r.page, r.options) == ("right", True, None, None, tuple(OPTS))
+    assert "Judged right" in agreed.message and "The app said “not found”" in agreed.message
+    with pytest.raises(JudgedError, match="the app answered «B», not “not in these documents”: judge it wrong"):
+        j.judge("Який строк?", OPTS, "right", shown=shown("B"), not_in_documents=True)
+    r = j.judge("Який строк?", OPTS, "wrong", shown=shown("B"), not_in_documents=True, doc="rules.pdf").record
+    assert (r.verdict, r.not_in_documents, r.doc, r.page) == ("wrong", True, None, None)  # no document, no page
 
 
 def test_a_restart_keeps_everything_and_a_failed_write_loses_nothing(tmp_path, monkeypatch):
@@ -164,27 +176,66 @@ def test_a_removed_document_leaves_its_questions_out_with_the_reason(tmp_path):
                                        "J002: document price.pdf is no longer in the library — left out"])
 
 
-def test_not_in_these_documents_and_plain_questions_are_the_free_form_formats_own(tmp_path):
-    """What the command's own readers make of the exports: the six-option file is the competition's format with
-    gold columns; the free-form file writes the right short answer in Answer and an empty Answer, without document
-    or page, for "not in these documents" (a question with options judged so is asked without them)."""
+def test_not_in_these_documents_keeps_a_six_option_questions_options_and_plain_ones_are_free_form(tmp_path):
+    """What the command's own readers make of the exports (issue 55): the six-option file is the competition's
+    format with gold columns, a question with options judged "not in these documents" in it with its options and
+    ``none`` for its answer (no document, no page); the free-form file writes a plain question's right short
+    answer in Answer, and an empty Answer, without document or page, for one not in these documents."""
+    from pipeline.evaluation.questions import NONE
+
     j = JudgedQuestions(tmp_path / "judged.json")
     j.judge("Який строк?", OPTS, "wrong", shown=shown("B"), answer="C", page=1, now=T0)
     j.judge("Яка ціна?", OPTS, "wrong", shown=shown("A"), not_in_documents=True, error_kind=J.ANSWERED_UNANSWERABLE,
             now=T0 + 1)
     j.judge("Що це?", [], "right", shown=Shown("правила бібліотеки", "rules.pdf", 1, None, False, ""), now=T0 + 2)
     j.judge("Хто автор?", [], "right", shown=Shown("", "rules.pdf", 3, None, True, ""), now=T0 + 3)
+    assert [(r.qid, r.free) for r in sorted(j.list(), key=lambda r: r.qid)] == \
+        [("J001", False), ("J002", False), ("J003", True), ("J004", True)]
     six, free = j.export_csv(), j.export_csv(free=True)
     assert not is_free_form(six) and is_free_form(free)
-    (q,), notes = read_questions(six.encode())
-    assert notes == [] and (q.qid, q.options, q.gold_answer, q.gold_doc, q.gold_page) == \
-        ("J001", OPTS, "C", "rules.pdf", 1)
+    qs, notes = read_questions(six.encode())
+    assert notes == [] and [(q.qid, q.options, q.gold_answer, q.gold_doc, q.gold_page) for q in qs] == [
+        ("J001", OPTS, "C", "rules.pdf", 1), ("J002", OPTS, NONE, None, None)]
     qs, notes = read_free_questions(free.encode())
     assert notes == [] and [(q.qid, q.text, q.options, q.gold_answer, q.gold_doc, q.gold_page) for q in qs] == [
-        ("J002", "Яка ціна?", [], "", None, None), ("J003", "Що це?", [], "правила бібліотеки", "rules.pdf", 1),
-        ("J004", "Хто автор?", [], "", None, None)]
-    assert [q.qid for q in j.as_questions(["rules.pdf"], free=True)[0]] == ["J002", "J003", "J004"]
+        ("J003", "Що це?", [], "правила бібліотеки", "rules.pdf", 1), ("J004", "Хто автор?", [], "", None, None)]
+    assert [(q.qid, q.gold_answer) for q in j.as_questions([])[0]] == [("J002", NONE)]  # needs no document
+    assert [q.qid for q in j.as_questions(["rules.pdf"], free=True)[0]] == ["J003", "J004"]
     assert j.export_files(tmp_path / "out") == [tmp_path / "out" / J.OPTIONS_CSV, tmp_path / "out" / J.FREE_CSV]
+    k = JudgedQuestions(tmp_path / "back.json")  # and back: its options and "not in these documents" kept
+    assert k.import_csv(six).added == ["J001", "J002"]
+    r = k.get("J002")
+    assert (r.options, r.not_in_documents, r.answer, r.doc, r.page, r.free) == (tuple(OPTS), True, "", None, None,
+                                                                                 False)
+
+
+def test_a_six_option_run_scores_none_right_only_as_not_found():
+    """The metric (issue 55): a question in none of the documents is right — answer, document and page — when the
+    run says "not found", and wrong in all three when it gives a letter; the table, the flips and the reliability
+    diagram read it the same way."""
+    from pipeline.evaluation import metric as M
+    from pipeline.evaluation.questions import NONE
+    from webapp import runs as R
+
+    row = lambda flagged: {"pred_answer": "B", "gold_answer": NONE, "pred_doc": "rules.pdf", "gold_doc": None,  # noqa: E731
+                           "pred_page": 2, "gold_page": None, "gold_n_pages": 0, "pred_not_found": flagged}
+    right, wrong = M.metrics([row(True)]), M.metrics([row(False)])
+    assert (right["answer_accuracy"], right["doc_accuracy"], right["page_proximity"], right["score"]) == (1, 1, 1, 1)
+    assert (wrong["answer_accuracy"], wrong["doc_accuracy"], wrong["page_proximity"], wrong["score"]) == (0, 0, 0, 0)
+    gold = {"answer": NONE, "doc": None, "page": None}
+    said = {"Question_ID": "J002", "answer": "B", "probabilities": {"B": 0.9}, "doc": "rules.pdf", "page": 2,
+            "gold": gold, "not_in_documents": True}
+    answered = {**said, "not_in_documents": False}
+    assert M.answer_right(said) is True and M.answer_right(answered) is False
+    assert M.error_kinds(said) == [] and M.error_kinds(answered) == [M.WRONG_ANSWER]
+    assert [f["change"] for f in M.compare_runs({"metrics": {}, "traces": [answered]},
+                                                {"metrics": {}, "traces": [said]})["flips"]] == ["fixed"]
+    rows = R.question_rows([said, answered])
+    assert [r[2:4] for r in rows] == [["not found (B)", "none (not in these documents)"],
+                                      ["B", "none (not in these documents)"]]
+    assert [r[8] for r in rows] == ["right", M.WRONG_ANSWER]
+    assert R.reliability([said])[0]["right"] == 0  # the option chosen (B, shown at 90%) is not right: none is
+    assert R.loss_stage(said) is None  # no gold page to lose
 
 
 def test_an_export_imports_back_whole_and_bad_rows_are_named(tmp_path):
@@ -212,7 +263,7 @@ def test_an_export_imports_back_whole_and_bad_rows_are_named(tmp_path):
     assert report.added == ["J001b"] and report.updated == ["J001", "J001"]
     assert report.problems == [
         "line 4 (Question_ID x1): option D is empty — skipped",
-        "line 5 (Question_ID x2): no Correct_Answer — skipped",
+        "line 5 (Question_ID x2): no Correct_Answer (a letter, or “none”: not in these documents) — skipped",
         "line 6 (Question_ID x3): no Doc_ID: a judged question names the document of its right answer — skipped",
         "line 7 (Question_ID x4): the page 'два' is not a number — skipped",
         "line 8 (Question_ID x5): a question with options needs at least two; leave them all empty for a plain "
@@ -292,3 +343,34 @@ def test_the_web_apps_glue_downloads_and_the_ready_set(tmp_path):
     assert [p.name for p in got] == [J.OPTIONS_CSV, J.FREE_CSV]
     assert all(store.files_dir(sid) in p.parents for p in got)  # among the visitor's files, served to them only
     assert read_questions(got[0].read_bytes())[0][0].gold_answer == "B"
+
+
+def test_the_judge_row_empties_document_and_page_for_not_in_these_documents(tmp_path):
+    """Issue 55 item 7, the Ask tab's row: ticking "not in these documents" empties and locks the right option,
+    document and page (left filled, they read as the answer's); unticking gives back those shown. An answer
+    shown as "not found" offers "Right: not in these documents" instead of the box."""
+    import gradio as gr
+
+    from pipeline.settings import load_settings
+    from webapp import judge_row as JR
+    from webapp.common import Context
+    from webapp.sessions import SessionStore
+
+    with gr.Blocks():
+        row = JR.layout()
+    seen = {"answer": "B", "doc": "rules.pdf", "page": 2, "probability": 0.6, "not_found": False, "at": ""}
+    ticked = JR.on_not_in(row, seen, True)
+    assert all(ticked[f]["value"] in (None, "") and ticked[f]["interactive"] is False for f in row.answer_fields)
+    back = JR.on_not_in(row, seen, False)
+    assert (back[row.doc]["value"], back[row.page]["value"]) == ("rules.pdf", 2) and back[row.doc]["interactive"]
+    ctx = Context(load_settings(data_dir=tmp_path), SessionStore(tmp_path, lambda root: None, secret="s"), tmp_path)
+    sid = ctx.store.new_id()
+    q = ["Який строк?", *OPTS]
+    letter = JR.on_shown(ctx, row, sid, q, seen)
+    assert letter[row.not_in]["visible"] and letter[row.right_btn]["value"] == "✓ Right"
+    none = JR.on_shown(ctx, row, sid, q, {**seen, "not_found": True})
+    assert none[row.not_in]["visible"] is False and none[row.right_btn]["value"] == "✓ Right: not in these documents"
+    said = JR.on_wrong(ctx, row, sid, q, {**seen, "not_found": True}, None, "", True, "rules.pdf", 2, "", "")[row.msg]
+    assert "judged right, the right answer «not in these documents»" in said and "rules.pdf" not in said, said
+    r = JudgedQuestions(ctx.store.session_dir(sid) / J.FILE).get("J001")
+    assert (r.verdict, r.options, r.doc, r.page) == ("right", tuple(OPTS), None, None)

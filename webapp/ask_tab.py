@@ -246,9 +246,14 @@ def seconds_text(seconds: float) -> str:
     return f"{max(0.0, seconds):.0f} s"
 
 
-def _answered(ui: AskTab, t_click, found: bool = True) -> dict:
-    took = seconds_text(time.time() - float(t_click))
-    return {ui.status: f"Answered in {took}." if found else f"Searched in {took}: not found in your documents."}
+def answered_text(took: str, found: bool = True, n_docs: int = 0) -> str:
+    """The status line once a result is shown; "not found" worded as its heading is (``V.not_found_title``: "in
+    this document" in a library of one)."""
+    return f"Answered in {took}." if found else f"Searched in {took}: {V.not_found_title(n_docs).lower()}."
+
+
+def _answered(ui: AskTab, t_click, found: bool = True, n_docs: int = 0) -> dict:
+    return {ui.status: answered_text(seconds_text(time.time() - float(t_click)), found, n_docs)}
 
 
 def _evidence_views(ctx: Context, pipe, q: Question, a, top: dict) -> tuple:
@@ -315,7 +320,7 @@ def ask_options(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: floa
     crop_label, page_label = (CROP_LABEL, PAGE_LABEL) if found else (CLOSEST_LABEL, CLOSEST_LABEL)
     if not found:  # no answer: the lines are what the model leaned on, not why an answer is right
         why = why.replace("**Why this answer**", "**What the model leaned on (not an answer)**", 1)
-    yield {**_answered(ui, t_click, found), ui.answer: V.answer_markdown(q, a, titles, scorer, held),
+    yield {**_answered(ui, t_click, found, len(titles)), ui.answer: V.answer_markdown(q, a, titles, scorer, held),
            ui.probs: gr.update(value=V.probs_frame(a.probabilities, options=q.options), visible=True,
                                label=V.chart_title(scorer) if found else NOT_ANSWER_CHART),
            ui.crop: gr.update(value=crop, label=crop_label), ui.page: gr.update(value=img, label=page_label),
@@ -347,7 +352,7 @@ def ask_free(ctx: Context, ui: AskTab, pipe, q: Question, t_click, wait: float, 
         except (ValueError, FileNotFoundError) as e:
             log.info("evidence not shown: %s", e)
     crop_label, page_label = (CLOSEST_LABEL, CLOSEST_LABEL) if fa.abstained else (CROP_LABEL, PAGE_LABEL)
-    yield {**_answered(ui, t_click), ui.answer: V.free_answer_markdown(fa, titles),
+    yield {**_answered(ui, t_click, not fa.abstained, len(titles)), ui.answer: V.free_answer_markdown(fa, titles),
            ui.probs: gr.update(value=None, visible=False), ui.crop: gr.update(value=crop, label=crop_label),
            ui.page: gr.update(value=img, label=page_label),
            ui.evidence: gr.update(visible=crop is not None or img is not None), ui.why: V.closest_markdown(fa, titles),

@@ -47,6 +47,9 @@ RANK_COLUMNS = ["Stage", "Gold rank"]
 QUESTION_HEADERS = ["ID", "Question", "Ans.", "Gold", "Document", "Gold doc.", "Page", "Gold p.", "Errors", "Order",
                     "s"]
 QUESTION_WIDTHS = ["60px", "280px", "50px", "50px", "150px", "150px", "50px", "60px", "180px", "80px", "75px"]
+# a free-form run's answers are text ("(not found)", "(unanswerable)", a short answer): wider Ans. and Gold columns,
+# so their words are not broken in a letter's 50 px
+FREE_QUESTION_WIDTHS = ["60px", "190px", "125px", "145px", "130px", "130px", "50px", "60px", "150px", "80px", "75px"]
 # Orders per question when "Check option order" is ticked. The box starts ticked when the settings' order_check
 # (PDFQA_ORDER_CHECK) asks for a check, and then checks that many orders; the box decides for each run.
 ORDER_CHECKS = 3
@@ -288,10 +291,34 @@ def layout(ctx: Context) -> EvaluateTab:
 
 # ---- helpers -------------------------------------------------------------------------------------
 def runs_choices(ctx: Context, ui: EvaluateTab, sid: str) -> dict:
-    """The two run pickers' choices: the newest run as "after", the one before it as "before"."""
+    """The two run pickers' choices: the newest run as "after", the one before it as "before". With one run it is
+    "after" only (a run is never offered as compared with itself), and the pickers say that two are needed."""
     names = R.list_runs(ctx.store.runs_dir(sid))
-    return {ui.run_a: gr.update(choices=names, value=names[1] if len(names) > 1 else (names[0] if names else None)),
+    return {ui.run_a: gr.update(choices=names, value=names[1] if len(names) > 1 else None,
+                                info="" if len(names) > 1 else need_two(names, md=False)),
             ui.run_b: gr.update(choices=names, value=names[0] if names else None), ui.saved: saved_line(names)}
+
+
+def need_two(names: list[str], md: bool = True) -> str:
+    """Why runs cannot be compared yet: comparing needs two saved runs, and how many there are (``md``: as
+    Markdown, the name escaped; else plain text, for a picker's note)."""
+    one = (V.md_escape(names[0]) if md else names[0]) if names else ""
+    have = "there is none yet" if not names else f"there is one, “{one}”" if len(names) == 1 else \
+        f"there are {len(names)}"
+    return f"Comparing needs two saved runs; {have}."
+
+
+def compare_refusal(names: list[str], a, b) -> str:
+    """Why runs ``a`` → ``b`` cannot be compared ("" when they can; Markdown, names escaped): said beside the
+    buttons, never raised (an error would mark the pickers and the summary "Error")."""
+    if len(names) < 2:
+        return need_two(names) + f" Run {'another' if names else 'a'} questions CSV (or the sample questions) first."
+    if not a or not b:
+        return "Pick two saved runs: Before and After."
+    if a == b:
+        return f"Before and After are the same run (“{V.md_escape(a)}”): pick two different saved runs."
+    gone = next((n for n in (a, b) if n not in names), None)
+    return f"There is no saved run “{V.md_escape(gone)}” (deleted?): pick another." if gone else ""
 
 
 def saved_line(names: list[str], most: int = 8) -> str:
@@ -349,12 +376,16 @@ def run_views(ctx: Context, ui: EvaluateTab, sid, name) -> dict:
     d = run["dir"]
     titles = _titles(ctx, sid)
     reliability, losses = P.run_pictures(run, titles)
-    docs = [(g["group"], g["doc"]) for g in R.loss_groups(run["traces"], titles, most=50)[1:]]
+    groups = R.loss_groups(run["traces"], titles, most=50, questions=run["questions"])
+    docs = [(g["group"], g["doc"]) for g in groups[1:]]
+    widths = FREE_QUESTION_WIDTHS if M.is_free_run(run["traces"]) else QUESTION_WIDTHS
     return {ui.score_md: V.metrics_markdown(m, name, _missing_note(ctx, sid, qs), not_asked=skipped),
             ui.score_plot: V.metrics_frame(run["metrics"]),
             ui.kind: gr.update(choices=kind_choices(run["traces"], skipped), value=M.ALL),
-            ui.qtable: df(JS.marked(R.question_rows(run["traces"], run["questions"], titles),
-                                    JS.judged_after(ctx, sid, run)), QUESTION_HEADERS), ui.shown: name,
+            ui.qtable: gr.update(value=df(JS.marked(R.question_rows(run["traces"], run["questions"], titles),
+                                                    JS.judged_after(ctx, sid, run)), QUESTION_HEADERS),
+                                 column_widths=widths),
+            ui.shown: name,
             ui.sub_dl: gr.update(value=ctx.files.download(sid, name, d / "submission.csv"), interactive=True),
             ui.trace_dl: gr.update(value=ctx.files.download(sid, name, d / "trace.jsonl"), interactive=True),
             ui.reliability: reliability, ui.losses: losses, ui.lost_stage: gr.update(value=""),
@@ -516,7 +547,7 @@ def on_run(ctx: Context, ui: EvaluateTab, sid, parsed, name, order, token):
     stage = STOPPED if asked < n else "done"  # said after the run too: a fast question may finish before Stop shows
     yield {ui.progress: V.progress_html(asked, n, time.perf_counter() - t0, stage),
            **run_views(ctx, ui, sid, name), ui.message: f"Run “{V.md_escape(name)}” {how}{failed}.{notes}",
-           **runs_choices(ctx, ui, sid)}
+           **runs_choices(ctx, ui, sid), **on_pick(ui)}  # the pickers changed: a comparison shown is of others
 
 
 def on_finish(ui: EvaluateTab, token):
@@ -528,15 +559,16 @@ def on_finish(ui: EvaluateTab, token):
 @handled("opening a run")
 def on_open_run(ctx: Context, ui: EvaluateTab, sid, name):
     need_sid(sid)
-    if not name:
-        raise user_error("Pick a saved run first.")
+    if not name:  # said, never raised: an error would mark the results and the message "Error"
+        none = not R.list_runs(ctx.store.runs_dir(sid))
+        return {ui.message: "⚠ There is no saved run to open." if none else "⚠ Pick a saved run (After) first."}
     return {ui.message: f"Opened run {V.md_escape(name)}.", **run_views(ctx, ui, sid, name), **no_trace(ui)}
 
 
 def filtered_table(ctx: Context, sid, name, kind, stage="", doc=""):
     """The question table of run ``name``: questions of error ``kind``, lost at ``stage``, of gold document ``doc``."""
     run = R.load_run(ctx.store.runs_dir(sid), name)
-    shown = R.filter_lost(M.filter_traces(run["traces"], kind), stage or "", doc or "")
+    shown = R.filter_lost(M.filter_traces(run["traces"], kind), stage or "", doc or "", run["questions"])
     return df(JS.marked(R.question_rows(shown, run["questions"], _titles(ctx, sid)), JS.judged_after(ctx, sid, run)),
               QUESTION_HEADERS)
 
@@ -596,8 +628,8 @@ def on_question(ctx: Context, ui: EvaluateTab, sid, name, evt: gr.SelectData):
 @handled("comparing runs")
 def on_compare(ctx: Context, ui: EvaluateTab, sid, a, b):
     need_sid(sid)
-    if not a or not b:
-        raise user_error("Pick two saved runs.")
+    if why := compare_refusal(R.list_runs(ctx.store.runs_dir(sid)), a, b):
+        return {**on_pick(ui), ui.compare_md: f"⚠ {why}"}
     c = M.compare_runs(R.load_run(ctx.store.runs_dir(sid), a), R.load_run(ctx.store.runs_dir(sid), b),
                        not_asked=R.not_asked)
     r3 = lambda v: round(v, 3) if isinstance(v, (int, float)) else v  # noqa: E731
@@ -615,20 +647,44 @@ CONFIRM_DELETE = ("(sid, name, _, shown) => [sid, name, (!name || window.confirm
 
 @handled("deleting a run")
 def on_delete_run(ctx: Context, ui: EvaluateTab, sid, name, confirmed, shown):
-    """The run picked as "after" deleted, with its downloads; what showed it is emptied."""
+    """The run picked as "after" deleted, with its downloads. The run shown, when it was that one, gives way to the
+    newest run left (nothing is left blank while runs remain); beside the buttons, what runs are left. Nothing
+    to delete is said there too, never raised (an error would mark the pickers and the message "Error")."""
     need_sid(sid)
     if confirmed != "yes":  # "Cancel" in the confirmation
         return gr.skip()  # no change (an empty dict is not read as one by Gradio)
-    if not name:
-        raise user_error("Pick a saved run (After) first.")
+    names = R.list_runs(ctx.store.runs_dir(sid))
+    if not names or not name or name not in names:
+        why = ("There is no saved run to delete." if not names else "Pick a saved run (After) first." if not name
+               else f"There is no saved run “{V.md_escape(name)}” (deleted already?).")
+        return {**on_pick(ui), **runs_choices(ctx, ui, sid), ui.compare_md: f"⚠ {why}"}
     d = R.run_dir(ctx.store.runs_dir(sid), name)
     shutil.rmtree(d, ignore_errors=True)
     ctx.files.drop_run(sid, name)
-    out = {ui.message: f"Deleted run {V.md_escape(name)}.", **runs_choices(ctx, ui, sid), **on_pick(ui)}
+    left = R.list_runs(ctx.store.runs_dir(sid))
+    said = f"Deleted run {V.md_escape(name)}."
+    out = {**runs_choices(ctx, ui, sid), **on_pick(ui), ui.compare_md: left_text(name, left)}
     if shown == name:
-        out.update({**no_run(ui), **no_trace(ui), ui.progress: "",
-                    ui.kind: gr.update(choices=[(k, k) for k in M.KINDS], value=M.ALL)})
-    return out
+        out.update({**no_trace(ui), ui.progress: ""})
+        try:
+            out.update(run_views(ctx, ui, sid, left[0]) if left else no_run(ui))
+            said += f" Shown: run {V.md_escape(left[0])}, the newest left." if left else " No saved run is left."
+        except (OSError, ValueError, KeyError) as e:  # a damaged run left: emptied, as before
+            log.warning("the run %s not shown: %s", left[0], e)
+            out.update(no_run(ui))
+        if not left:
+            out[ui.kind] = gr.update(choices=[(k, k) for k in M.KINDS], value=M.ALL)
+    return {**out, ui.message: said}
+
+
+def left_text(name: str, left: list[str]) -> str:
+    """What a deletion leaves, said beside the buttons: the runs left, or that comparing needs two."""
+    said = f"Deleted run “{V.md_escape(name)}”. "
+    if not left:
+        return said + "No saved run is left."
+    runs = ", ".join(f"“{V.md_escape(n)}”" for n in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+    return said + (f"Saved runs left (newest first): {runs}." if len(left) > 1 else
+                   f"One saved run is left, {runs}: comparing needs two.")
 
 
 def on_pick(ui: EvaluateTab):
@@ -644,7 +700,8 @@ def _then_run(ctx: Context, ui: EvaluateTab, sid: gr.State, first) -> None:
         .success(bind(on_start, ui), [ui.parsed], [ui.progress, ui.token, ui.run_btn, ui.stop_btn, ui.message,
                                                    *ui.trace_parts, *ui.cleared], **quiet) \
         .success(bind(on_run, ctx, ui), [sid, ui.parsed, ui.run_name, ui.check_order, ui.token],
-                 [ui.progress, *ui.run_outputs, *ui.load_outputs], show_progress="hidden", **ctx.model_work) \
+                 [ui.progress, *ui.run_outputs, *ui.load_outputs, *ui.compared], show_progress="hidden",
+                 **ctx.model_work) \
         .then(bind(on_finish, ui), [ui.token], [ui.run_btn, ui.stop_btn], **quiet)
 
 
@@ -662,7 +719,8 @@ def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
     ui.stop_btn.click(bind(on_stop, ui), [ui.token], [ui.stop_btn], **quiet)
     ui.open_btn.click(bind(on_open_run, ctx, ui), [sid, ui.run_b], [*ui.run_outputs, *ui.trace_parts])
     ui.delete_btn.click(bind(on_delete_run, ctx, ui), [sid, ui.run_b, ui.delete_ok, ui.shown],
-                        [ui.message, *ui.load_outputs, *ui.compared, *ui.cleared, *ui.trace_parts, ui.progress, ui.kind], js=CONFIRM_DELETE)
+                        [*ui.run_outputs, *ui.load_outputs, *ui.compared, *ui.trace_parts, ui.progress],
+                        js=CONFIRM_DELETE)
     ui.kind.change(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
     for pick in (ui.lost_stage, ui.lost_doc):
         pick.input(bind(on_filter, ctx, ui), [sid, ui.shown, ui.kind, ui.lost_stage, ui.lost_doc], [ui.qtable])
@@ -670,5 +728,5 @@ def wire(ctx: Context, ui: EvaluateTab, sid: gr.State) -> None:
     ui.qtable.select(bind(on_question, ctx, ui), [sid, ui.shown], ui.trace_parts)
     compared = ui.compared
     ui.compare_btn.click(bind(on_compare, ctx, ui), [sid, ui.run_a, ui.run_b], compared)
-    for pick in (ui.run_a, ui.run_b):
-        pick.change(bind(on_pick, ui), None, compared, **quiet)
+    for pick in (ui.run_a, ui.run_b):  # a person's pick; a handler that sets the pickers clears it itself (on_run)
+        pick.input(bind(on_pick, ui), None, compared, **quiet)

@@ -45,7 +45,12 @@ class JudgeRow:
     @property
     def outputs(self) -> list:
         """What :func:`on_shown` sets."""
-        return [self.box, *self.fields, self.msg]
+        return [self.box, self.right_btn, *self.fields, self.msg]
+
+    @property
+    def answer_fields(self) -> list:
+        """What :func:`on_not_in` empties (and gives back): the right option or short answer, document, page."""
+        return [self.option, self.text, self.doc, self.page]
 
 
 def layout() -> JudgeRow:
@@ -110,13 +115,32 @@ def on_shown(ctx: Context, row: JudgeRow, sid, shown_q, shown):
         before = before_text(old) if old else ""
     except JudgedError as e:
         before = f"⚠ {V.md_escape(str(e))}"
-    others = letters if shown.get("not_found") else [L for L in letters if L != shown.get("answer")]
+    not_found = bool(shown.get("not_found"))
+    others = letters if not_found else [L for L in letters if L != shown.get("answer")]
+    # an answer shown as "not found": "Right" says it is not in these documents (the box would say it again, as
+    # "wrong", of an answer that was right)
     return {row.box: gr.update(visible=True),
+            row.right_btn: gr.update(value=f"✓ Right: {NOT_IN_DOCUMENTS}" if not_found else "✓ Right"),
             row.option: gr.update(choices=[(f"{L}) {_cut(options[LETTERS.index(L)], 40)}", L) for L in others],
-                                  value=None, visible=bool(letters)),
-            row.text: gr.update(value="", visible=not letters), row.not_in: False,
-            row.doc: gr.update(choices=[(V.doc_label(t, n), n) for n, t in titles.items()], value=shown.get("doc")),
-            row.page: shown.get("page"), row.kind: "", row.note: "", row.msg: before}
+                                  value=None, visible=bool(letters), interactive=True),
+            row.text: gr.update(value="", visible=not letters, interactive=True),
+            row.not_in: gr.update(value=False, visible=not not_found),
+            row.doc: gr.update(choices=[(V.doc_label(t, n), n) for n, t in titles.items()], value=shown.get("doc"),
+                               interactive=True),
+            row.page: gr.update(value=shown.get("page"), interactive=True), row.kind: "", row.note: "",
+            row.msg: before}
+
+
+def on_not_in(row: JudgeRow, shown, not_in):
+    """"Not in these documents" ticked: no right option, document or page — they are emptied and locked (a
+    document left filled read as the answer's); unticked, the document and page shown come back."""
+    shown = shown or {}
+    if not_in:
+        return {row.option: gr.update(value=None, interactive=False), row.text: gr.update(value="", interactive=False),
+                row.doc: gr.update(value=None, interactive=False), row.page: gr.update(value=None, interactive=False)}
+    return {row.option: gr.update(interactive=True), row.text: gr.update(interactive=True),
+            row.doc: gr.update(value=shown.get("doc"), interactive=True),
+            row.page: gr.update(value=shown.get("page"), interactive=True)}
 
 
 def _save(ctx: Context, sid, shown_q, shown, verdict: str, **kw) -> str:
@@ -134,9 +158,11 @@ def _save(ctx: Context, sid, shown_q, shown, verdict: str, **kw) -> str:
     r, old = saved.record, saved.replaced
     where = f" ({V.md_escape(r.doc)}, page {r.page})" if r.doc else ""
     said = f"the right answer «{V.md_escape(r.right_answer, 60)}»{where}"
+    if r.verdict != verdict:  # "not in these documents" of an answer shown as "not found": the app was right
+        said += " (the app said “not found”: that was right)"
     if old:
-        return f"✓ Updated **{r.qid}** (judged before: {old.verdict or 'imported'}) — judged {verdict}, {said}."
-    return f"✓ Saved as **{r.qid}** — judged {verdict}, {said}."
+        return f"✓ Updated **{r.qid}** (judged before: {old.verdict or 'imported'}) — judged {r.verdict}, {said}."
+    return f"✓ Saved as **{r.qid}** — judged {r.verdict}, {said}."
 
 
 def on_right(ctx: Context, row: JudgeRow, sid, shown_q, shown):
@@ -158,6 +184,7 @@ def wire(ctx: Context, row: JudgeRow, sid: gr.State, shown_q: gr.State) -> None:
     from .common import QUIET, bind
 
     row.right_btn.click(bind(on_right, ctx, row), [sid, shown_q, row.shown], [row.msg], **QUIET)
+    row.not_in.input(bind(on_not_in, row), [row.shown, row.not_in], row.answer_fields, **QUIET)
     wrong = [sid, shown_q, row.shown, *row.fields]
     for trigger in (row.wrong_btn.click, row.note.submit, row.text.submit):
         trigger(bind(on_wrong, ctx, row), wrong, [row.msg], **QUIET)

@@ -33,7 +33,7 @@ def library_documents(store: SessionStore, sid: str) -> list[str]:
 
 def ready_set(store: SessionStore, sid: str, free: bool = False) -> tuple[list[Question], list[str], bool]:
     """The visitor's judged questions as Evaluate reads a CSV: (questions, notes, free) — the questions with
-    options (or, ``free``, those without and those judged "not in these documents"), and a note for each left out
+    options (those judged "not in these documents" too) or, ``free``, those without, and a note for each left out
     because its document is no longer in the library."""
     return (*judged(store, sid).as_questions(library_documents(store, sid), free), free)
 

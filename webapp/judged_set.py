@@ -1,9 +1,10 @@
 """Evaluate's ready set "Your judged questions": the visitor's judgements from the Ask tab (:mod:`webapp.judged`)
 run without a file, listed (remove by id), downloaded as CSV and uploaded back.
 
-A set with both kinds is two runs: the six-option questions (the competition's format and metric) and the plain
-ones with those judged "not in these documents" (the free-form format); each has its own button, shown only
-when it has a question, and the list says which run each question is in. :func:`views` is what the page shows
+A set with both kinds is two runs: the six-option questions (the competition's format and metric; one judged "not
+in these documents" keeps its options, right when the run says "not found") and the plain ones (the free-form
+format); each has its own button, shown only when it has a question, and the list says which run each question
+is in. :func:`views` is what the page shows
 (on load, on opening the tab, after a change); :func:`on_run_set` reads a set for Evaluate's run as
 ``read_csv`` reads a file.
 """
@@ -26,7 +27,9 @@ from .sessions import valid_session_id
 log = logging.getLogger(__name__)
 
 COLUMNS = ["ID", "Question", "Judgement", "Right answer", "Document", "Page", "Run", "When"]
-WIDTHS = ["55px", "300px", "85px", "150px", "250px", "50px", "90px", "170px"]  # all of it in view at 1280 px
+# all of it in view at 1280 px, each header and word whole ("Judgement" with its sort button, and "six-option",
+# need 110 px: at 85 and 90 px they broke)
+WIDTHS = ["55px", "255px", "110px", "150px", "250px", "50px", "110px", "170px"]
 MARK = "⚑ judged after this run — "  # before a question's text in a run's table
 
 
@@ -68,8 +71,9 @@ def list_layout(got: dict) -> JudgedSet:
                 got["remove_id"] = gr.Textbox(label="Remove a judged question: its ID (Enter removes)",
                                               elem_id="judged-remove-id", placeholder="J001")
                 got["remove_btn"] = gr.Button("Remove", elem_id="judged-remove", size="sm", variant="stop")
-            got["files"] = gr.File(label="Download as CSV (six-option: the competition's format; plain and "
-                                         "not-in-documents: free-form)", file_count="multiple", interactive=False,
+            got["files"] = gr.File(label="Download as CSV (six-option: the competition's format, “none” for not "
+                                         "in these documents; plain: free-form)", file_count="multiple",
+                                   interactive=False,
                                    elem_id="judged-downloads", scale=2)
             got["upload"] = gr.File(label="Upload a judged questions CSV", file_types=[".csv"],
                                     elem_id="judged-upload", scale=2)

@@ -134,7 +134,7 @@ def run_pictures(run: dict, titles: dict[str, str], name: str = "") -> tuple[str
     rel, lost = ("probabilities against answers", "where the gold page was lost") if name else \
         ("Probabilities against answers", "Where the gold page was lost")
     return (reliability_svg(R.reliability(run["traces"]), run["metrics"], head + rel),
-            loss_svg(R.loss_groups(run["traces"], titles), head + lost))
+            loss_svg(R.loss_groups(run["traces"], titles, questions=run.get("questions")), head + lost))
 
 
 def side_by_side(left: str, right: str) -> str:

@@ -15,7 +15,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.evaluation.metric import answer_right, error_kinds
+from pipeline.evaluation.metric import answer_right, error_kinds, option_right
+from pipeline.evaluation.questions import NONE
 
 from .views import clip, doc_label, short_name
 
@@ -108,7 +109,7 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None,
     questions, titles = questions or {}, titles or {}
     rows = []
     for t in traces:
-        gold = t.get("gold") or {}
+        gold = gold_of(t, questions)  # a question not asked shows its gold too
         q = questions.get(t["Question_ID"], {})
         text = q.get("text", "")
         free = "abstained" in t  # a free-form run: answers are text, "not found" when abstained
@@ -116,6 +117,9 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None,
         if free:
             answer = _cut(answer, 80) or ("" if "error" in t else "(not found)")
             gold_answer = _cut(gold_answer, 80) or ("(unanswerable)" if gold else "")
+        elif gold_answer == NONE:  # in no document: what decides is whether the run said "not found"
+            gold_answer = "none (not in these documents)"
+            answer = f"not found ({answer})" if t.get("not_in_documents") and answer else answer
         rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, _doc_cell(t.get("doc"), titles),
                      _doc_cell(gold.get("doc"), titles),
                      t.get("page") if t.get("page") is not None else "",
@@ -135,7 +139,7 @@ def reliability(traces: list[dict], bins: int = BINS) -> list[dict]:
     got = [[] for _ in range(bins)]
     for t in traces:
         p, a = t.get("probabilities") or {}, t.get("answer")
-        right = answer_right(t)
+        right = option_right(t)  # the probability shown is the chosen option's
         if a in p and right is not None and not t.get("error"):
             c = float(p[a])
             got[min(int(c * bins), bins - 1)].append((c, right))
@@ -178,12 +182,23 @@ def _on_gold(c: dict, gold: dict) -> bool:
     return c.get("doc") == gold["doc"] and gold["page"] in (c.get("pages") or [])
 
 
-def loss_stage(t: dict) -> str | None:
+def gold_of(t: dict, questions: dict[str, dict] | None = None) -> dict:
+    """A question's gold (answer, doc, page): its trace's, else its question's in the run's ``questions.json``
+    (``questions``: :func:`load_run`'s). A question a stopped run never asked, or one that failed before its
+    search, has no gold in its trace; it is counted with its gold all the same, as the score counts it."""
+    if t.get("gold"):
+        return t["gold"]
+    q = (questions or {}).get(t.get("Question_ID"), {})
+    return {"answer": q.get("gold_answer"), "doc": q.get("gold_doc"), "page": q.get("gold_page")} \
+        if q.get("gold_doc") or q.get("gold_answer") == NONE else {}
+
+
+def loss_stage(t: dict, questions: dict[str, dict] | None = None) -> str | None:
     """Where a question's gold page was lost: not among the retrieved passages; retrieved but ranked below the
     passages the model read (by the reranker's score); among them by that score but moved out by page choice
-    (the re-ordering inside a long document); read, and the answer wrong — or read and answered right. None for
-    a question without a gold page."""
-    gold = t.get("gold") or {}
+    (the re-ordering inside a long document); read, and the answer wrong — or read and answered right; failed or
+    not asked. None for a question without a gold page (its gold from :func:`gold_of`)."""
+    gold = gold_of(t, questions)
     if not gold.get("doc") or gold.get("page") is None:
         return None
     if t.get("error") or not_asked(t):
@@ -198,15 +213,17 @@ def loss_stage(t: dict) -> str | None:
     return PAGE_CHOICE if any(_on_gold(c, gold) for c in by_rerank[:len(read)]) else BELOW_READ
 
 
-def loss_groups(traces: list[dict], titles: dict[str, str] | None = None, most: int = 8) -> list[dict]:
+def loss_groups(traces: list[dict], titles: dict[str, str] | None = None, most: int = 8,
+                questions: dict[str, dict] | None = None) -> list[dict]:
     """Per group — all questions, then each gold document (its title; the ``most`` with most questions) — the
-    count of questions at each stage of :func:`loss_stage`: ``{"group", "doc", "n", "counts"}``."""
-    staged = [(t, s) for t in traces if (s := loss_stage(t))]
+    count of questions at each stage of :func:`loss_stage`: ``{"group", "doc", "n", "counts"}`` (``questions``:
+    the run's, for the gold of the questions it did not ask)."""
+    staged = [(t, s) for t in traces if (s := loss_stage(t, questions))]
     if not staged:
         return []
     docs: dict[str, list[str]] = {}
     for t, s in staged:
-        docs.setdefault(t["gold"]["doc"], []).append(s)
+        docs.setdefault(gold_of(t, questions)["doc"], []).append(s)
     count = lambda ss: {k: ss.count(k) for k in STAGES}  # noqa: E731
     out = [{"group": "all questions", "doc": "", "n": len(staged), "counts": count([s for _, s in staged])}]
     for doc, ss in sorted(docs.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:most]:
@@ -215,7 +232,9 @@ def loss_groups(traces: list[dict], titles: dict[str, str] | None = None, most: 
     return out
 
 
-def filter_lost(traces: list[dict], stage: str = "", doc: str = "") -> list[dict]:
-    """The questions lost at ``stage`` (all stages when empty) whose gold document is ``doc`` (any when empty)."""
-    return [t for t in traces if (not stage or loss_stage(t) == stage)
-            and (not doc or (t.get("gold") or {}).get("doc") == doc)]
+def filter_lost(traces: list[dict], stage: str = "", doc: str = "",
+                questions: dict[str, dict] | None = None) -> list[dict]:
+    """The questions lost at ``stage`` (all stages when empty) whose gold document is ``doc`` (any when empty);
+    ``questions``: the run's, as for :func:`loss_groups`."""
+    return [t for t in traces if (not stage or loss_stage(t, questions) == stage)
+            and (not doc or gold_of(t, questions).get("doc") == doc)]

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pipeline.answering.answer import evidence_page
 from pipeline.documents.ingest import safe_name
+from pipeline.evaluation.questions import NONE
 from pipeline.types import LETTERS, Answer, Question
 
 log = logging.getLogger(__name__)
@@ -160,9 +161,12 @@ def doc_choices(docs) -> list[tuple[str, str]]:
 CANDIDATE_COLUMNS = ["Rank", "Document", "Pages", "Shown page", "To model", "rerank", "page", "fused", "dense",
                      "lexical", "option_dense", "option_lexical", "Text"]
 # shares of the table's width (fixed pixels left the text column narrow with white space beside it at 1920 px),
-# each wide enough at 1280 px for its header's longest word ("option_lexical"): a header is never broken mid-word
-CANDIDATE_WIDTHS = ["4.5%", "11%", "5%", "5.5%", "5.5%", "5.5%", "5%", "5.5%", "5.5%", "6.5%", "10%", "11.5%",
-                    "19.5%"]
+# each wide enough at 1280 px for its header's longest word ("option_lexical"): a header is never broken mid-word.
+# The Document column holds the long words of a title in capitals («АВТОМОБІЛЬНОГО», 17 capitals at most) whole, and
+# its title is cut (CANDIDATE_TITLE_CHARS) so a row stays a few lines high
+CANDIDATE_WIDTHS = ["4.5%", "14%", "5%", "5.5%", "5.5%", "5.5%", "5%", "5.5%", "5.5%", "6.5%", "10%", "11.5%",
+                    "16%"]
+CANDIDATE_TITLE_CHARS = 48
 SCORE_KEYS = ["rerank", "page", "fused", "dense", "lexical", "option_dense", "option_lexical"]
 CANDIDATE_TEXT_CHARS = 150  # a row stays three or four lines high: several candidates fit at 720 px
 
@@ -188,25 +192,30 @@ def options_given_note(options) -> str:
     return f"{len(letters)} options given ({', '.join(letters)}): only these were scored."
 
 
-SCORER_TITLES = {"option": "Option likelihood", "listed": "Option likelihood (all six options read first)",
-                 "letter": "Letter probabilities",
-                 "combined": "Letter and option likelihood combined"}
+# "probability" throughout, as the answer says it ("the model's probability that this answer is right"); the
+# scorer that made the numbers in brackets (the chart's own label keeps the part before them)
+PROBABILITY_TITLE = "Probability of each option"
+SCORER_TITLES = {"option": f"{PROBABILITY_TITLE} (from its likelihood)",
+                 "listed": f"{PROBABILITY_TITLE} (from its likelihood, all six options read first)",
+                 "letter": f"{PROBABILITY_TITLE} (from its letter's probability)",
+                 "combined": f"{PROBABILITY_TITLE} (letter and option likelihood combined)"}
 WEAK_EVIDENCE = "⚠ The answer may not be in your documents"
 
 
 def scorer_title(a: Answer | None, scorer: str = "") -> str:
     """The probability chart's title: which scorer produced the numbers (``scorer``: the settings' one, with
     which the answer was made), and whether the option's words found in the passages raised them."""
-    title = SCORER_TITLES.get(scorer, "Probabilities")
+    title = SCORER_TITLES.get(scorer, PROBABILITY_TITLE)
     if a is not None and "listed_support" in (a.details.get("features") or {}):
-        title += ", raised by the option's words found in the passages"
+        title = (title[:-1] + ", " if title.endswith(")") else title + " (") + \
+            "raised by the option's words found in the passages)"
     return title
 
 
 def chart_title(scorer: str = "") -> str:
     """The chart's own label: the scorer's name only, so it stays one line above the bars (a two-line label
     pushed the option letters out of the chart); :func:`scorer_title` says the rest beside the answer."""
-    return SCORER_TITLES.get(scorer, "Probabilities").split(" (")[0]
+    return SCORER_TITLES.get(scorer, PROBABILITY_TITLE).split(" (")[0]
 
 
 def not_in_documents(a: Answer) -> bool:
@@ -217,12 +226,12 @@ def not_in_documents(a: Answer) -> bool:
     return bool(a.details.get("not_in_documents"))
 
 
-def lexical_only_note(details: dict) -> str:
+def lexical_only_note(details: dict, n_docs: int = 0) -> str:
     """"(lexical only for N documents still embedding: …)" and what the not-in-documents check rested on."""
     names = details.get("lexical_only_docs") or []
     if not names:
         return ""
-    basis = ("; whether the answer is in your documents was judged on the words alone"
+    basis = (f"; whether the answer is in {your_documents(n_docs)} was judged on the words alone"
              if details.get("flag_basis") == "lexical" else "")
     return (f"\n(lexical only for {plural(len(names), 'document')} still embedding: "
             f"{md_escape(', '.join(names), 300)}{basis})")
@@ -235,9 +244,15 @@ def searched_text(details: dict, n_docs: int) -> str:
     return f"{plural(n_docs, 'document')} of your library, {how}"
 
 
+def your_documents(n_docs: int) -> str:
+    """The library in words: "this document" when it holds one, else "your documents" (one wording for the
+    heading, the status line and the notes: a library of one never reads "your documents")."""
+    return "this document" if n_docs == 1 else "your documents"
+
+
 def not_found_title(n_docs: int) -> str:
     """"Not found in your documents", or "in this document" when the library holds one."""
-    return "Not found in this document" if n_docs == 1 else "Not found in your documents"
+    return f"Not found in {your_documents(n_docs)}"
 
 
 def absent_text(details: dict, n_docs: int = 0) -> str:
@@ -261,7 +276,7 @@ def not_found_markdown(q: Question, a: Answer, titles: dict[str, str] | None = N
              f"*Not an answer:* the option the model leaned to over the closest passages was {a.letter}) "
              f"{md_escape(q.options[i], 200)} ({p:.0%}); the passages it read are shown below for checking."]
     if a.details.get("lexical_only_docs"):
-        lines.append(lexical_only_note(a.details))
+        lines.append(lexical_only_note(a.details, n_docs))
     return "\n".join(lines)
 
 
@@ -293,7 +308,7 @@ def answer_markdown(q: Question, a: Answer, titles: dict[str, str] | None = None
         lines.append(f"\n(answered from the top passage alone: the model was sure enough there "
                      f"({first['probability']:.0%}{raw}) that the next passage was not read)")
     if a.details.get("lexical_only_docs"):
-        lines.append(lexical_only_note(a.details))
+        lines.append(lexical_only_note(a.details, len(titles or {})))
     return "\n".join(lines)
 
 
@@ -320,7 +335,8 @@ def candidate_rows(refs: list[dict]) -> list[list]:
     rows = []
     for r in refs:
         sc = r["scores"]
-        rows.append([r["rank"], doc_label(r.get("title", ""), short_name(r["doc_name"])), ", ".join(map(str, r["pages"])),
+        title = clip(r.get("title", ""), CANDIDATE_TITLE_CHARS)
+        rows.append([r["rank"], doc_label(title, short_name(r["doc_name"])), ", ".join(map(str, r["pages"])),
                      r["page"],
                      "yes" if r["evidence"] else "",
                      *[round(sc[k], 3) if k in sc else None for k in SCORE_KEYS],
@@ -391,7 +407,7 @@ def free_answer_markdown(fa, titles: dict[str, str] | None = None) -> str:
     if label:
         lines.append(f"**Document:** {md_escape(label)} — **page {fa.page}**")
     if fa.details.get("lexical_only_docs"):
-        lines.append(lexical_only_note(fa.details))
+        lines.append(lexical_only_note(fa.details, len(titles or {})))
     return "\n".join(lines)
 
 
@@ -484,7 +500,12 @@ def time_left(done: int, total: int, elapsed: float, t_last: float) -> float | N
 def progress_html(done: int, total: int, elapsed: float, stage: str = "", left: float | None = None) -> str:
     """The Evaluate progress bar: questions done / total, time elapsed, time ``left`` (:func:`time_left`; None
     when there is nothing to estimate, e.g. a stopped or finished run) and the ``stage``."""
-    left = f" · about {duration(left)} left" if left is not None and 0 < done < total else ""
+    if left is None or not 0 < done < total:
+        left = ""
+    elif round(left) >= 1:
+        left = f" · about {duration(left)} left"
+    else:  # the last question has run past the others' mean: no number of seconds is honest any more
+        left = " · finishing the last question" if done == total - 1 else " · nearly done"
     pct = 100 * done / total if total else 0
     note = f" · {html.escape(stage)}" if stage else ""
     return (f'<div id="eval-progress-bar" role="progressbar" aria-valuemin="0" aria-valuemax="{total}" '
@@ -556,7 +577,15 @@ def metrics_frame(m: dict) -> pd.DataFrame:
 
 def compare_markdown(a: str, b: str, c: dict) -> str:
     """The comparison's summary (``c``: ``pipeline.evaluation.metric.compare_runs``): answers fixed and broken,
-    flips listed, and the questions a stopped run did not ask counted apart (not as broken)."""
+    flips listed, and the questions a stopped run did not ask counted apart (not as broken); two runs that share
+    no question (a six-option run and a plain one, or two question sets) say so, not "0 fixed, 0 broken"."""
+    if c.get("kinds"):
+        return (f"Before = {md_escape(a)} ({c['kinds'][0]}), after = {md_escape(b)} ({c['kinds'][1]}): they share no "
+                "question — a six-option run and a plain one are scored differently, so nothing is compared. "
+                "Pick two runs of the same kind.")
+    if not c.get("shared", 1):
+        return (f"Before = {md_escape(a)}, after = {md_escape(b)}: they share no question (no Question_ID is in "
+                "both), so no answer can be compared; only the scores are, below.")
     said = (f"Before = {md_escape(a)}, after = {md_escape(b)}: {c['fixed']} fixed (wrong before, right after), "
             f"{c['broken']} broken (right before, wrong after); {plural(len(c['flips']), 'flip')} of answer, "
             "document or page listed below")
@@ -603,6 +632,8 @@ def trace_pages(library, rec: dict) -> tuple:
         left = picture(library, cands[0]["chunk_id"] if cands else None, pred_hash, rec["page"])
         left_label = f"Predicted: {doc_label(titles.get(rec['doc']), rec['doc'])}, page {rec['page']}"
     gold = rec.get("gold") or {}
+    if gold.get("answer") == NONE:
+        right_label = "Gold: not in these documents (no page)"
     if gold.get("doc"):
         gold_hash = doc_hash_by_name(library, gold["doc"])
         right_label = f"Gold: {doc_label(titles.get(gold['doc']), gold['doc'])}, page {gold.get('page')}"

@@ -7,15 +7,17 @@ says so. A question is the same question when its text and options are (case and
 
 What a judgement becomes in the two CSV formats ``python -m pipeline.evaluate`` reads:
 
-* a question with options and a right option: the competition's format (``Question_ID, Question, A–F,
-  Correct_Answer, Doc_ID, Page_Num``), scored by the competition's metric;
-* a question without options, and any question judged "not in these documents": the free-form format
-  (``Question_ID, Question, Answer, Doc_ID, Page_Num``; ``pipeline.evaluation.free``), the right short answer in
-  ``Answer`` and an empty ``Answer`` (no document, no page) for "not in these documents", as that format writes an
-  unanswerable question. The competition's format has no "none of the options": such a question is asked
-  without its options, and a run counts it right when the answer is "not found". The free-form file has no
-  option columns, so a question with options judged "not in these documents" comes back from it (import)
-  without them.
+* a question with options: the competition's format (``Question_ID, Question, A–F, Correct_Answer, Doc_ID,
+  Page_Num``), scored by the competition's metric. Judged "not in these documents", it keeps its options, and its
+  ``Correct_Answer`` is ``none`` (``questions.NONE``) with no document and no page: a six-option run counts it
+  right when it says "not found" (its not-in-documents flag), as the Ask tab showed it (``metric.metrics``);
+* a question without options: the free-form format (``Question_ID, Question, Answer, Doc_ID, Page_Num``;
+  ``pipeline.evaluation.free``), the right short answer in ``Answer`` and an empty ``Answer`` (no document, no
+  page) for "not in these documents", as that format writes an unanswerable question.
+
+A judgement's verdict is on what the app showed, and it agrees with how a run scores that answer: "not in these
+documents" judged on an answer shown as "not found" is a right answer (kept as right, whatever button saved it),
+and "right" for an answer the app gave with a letter cannot make its right answer "not in these documents".
 
 Both files also carry ``Judgement, Error_Kind, Note, Judged_At``, columns the readers of the command ignore
 (as they ignore the competition's ``Domain`` and ``N_Pages``), so an exported file imports back whole.
@@ -40,7 +42,8 @@ from .free import GOLD as FREE_GOLD
 from .free import REQUIRED as FREE_REQUIRED
 from .free import is_free_form
 from .metric import ABSTAINED, ANSWERED_UNANSWERABLE, WRONG_ANSWER, WRONG_DOC, WRONG_PAGE
-from .questions import GOLD, MAX_CELL, REQUIRED, _columns, _delimiter, _page, _short, decode, finish, question_rows
+from .questions import (GOLD, MAX_CELL, NONE, REQUIRED, _columns, _delimiter, _page, _short, decode, finish,
+                        gold_answer, question_rows)
 
 RIGHT, WRONG = "right", "wrong"
 VERDICTS = (RIGHT, WRONG)  # an imported row's verdict is "" (its file may not say)
@@ -103,18 +106,25 @@ class Judged:
 
     @property
     def free(self) -> bool:
-        """Whether it runs in a free-form run: no options, or judged "not in these documents"."""
-        return self.not_in_documents or not any(self.options)
+        """Whether it runs in a free-form run: a question without options (one with options keeps them, judged
+        "not in these documents" or not)."""
+        return not any(self.options)
 
     @property
     def right_answer(self) -> str:
         """The right answer as a person reads it."""
         return NOT_IN_DOCUMENTS if self.not_in_documents else self.answer
 
+    @property
+    def csv_answer(self) -> str:
+        """The right answer as its CSV writes it: a letter, the short answer, "" (free-form) or ``none``
+        (six-option) for "not in these documents"."""
+        return (NONE if not self.free else "") if self.not_in_documents else self.answer
+
     def question_for_run(self) -> Question:
         if self.free:
             return Question(self.qid, self.question, [], self.answer, self.doc, self.page)
-        return Question(self.qid, self.question, list(self.options), self.answer, self.doc, self.page)
+        return Question(self.qid, self.question, list(self.options), self.csv_answer, self.doc, self.page)
 
 
 @dataclass(frozen=True)
@@ -226,6 +236,9 @@ class JudgedQuestions:
         ``not_in_documents``, and the right ``doc`` and ``page`` (they default to those shown). The same question
         judged before is replaced (last write wins; :attr:`Saved.message` says so). Raises :class:`JudgedError`."""
         text, opts = (question or "").strip(), _six(options)
+        agreed = verdict == WRONG and not_in_documents and shown is not None and shown.not_found
+        if agreed:
+            verdict = RIGHT  # "not found" was shown, and it is not in these documents: the app was right
         r = _checked(text, opts, verdict, shown, answer, not_in_documents, doc, page, error_kind, note)
         with self._lock:
             records = self._load()
@@ -237,6 +250,8 @@ class JudgedQuestions:
             self._save(records)
             n = len(records)
         said = f"Judged {verdict}: the right answer is {_said(rec)}."
+        if agreed:
+            said += f" (The app said “not found”: {NOT_IN_DOCUMENTS} is what it answered, so it was right.)"
         if old:
             said += (f" This question was judged before ({old.verdict or 'imported'}, {_said(old)}, at "
                      f"{old.judged_at.replace('T', ' ').replace('Z', ' UTC')}): that judgement is replaced by this one.")
@@ -255,10 +270,10 @@ class JudgedQuestions:
 
     # ---- as a questions set ------------------------------------------------------------------------------
     def as_questions(self, documents: Iterable[str], free: bool = False) -> tuple[list[Question], list[str]]:
-        """The questions to run in this library — with options (``free`` False) or free-form (True; questions
-        without options, and those judged "not in these documents") — oldest judgement first, and a note for each
-        left out: "J003: document X is no longer in the library — left out". The pair is what Evaluate reads a
-        CSV into (its questions and notes)."""
+        """The questions to run in this library — with options (``free`` False; those judged "not in these
+        documents" too, their gold answer ``none``) or free-form (True: without options) — oldest judgement first,
+        and a note for each left out: "J003: document X is no longer in the library — left out". The pair is what
+        Evaluate reads a CSV into (its questions and notes)."""
         docs = set(documents)
         run, left = [], []
         for r in self._load():
@@ -276,10 +291,10 @@ class JudgedQuestions:
         """The judged questions with options (or the free-form ones) as CSV text that ``python -m
         pipeline.evaluate`` reads as it is; a header only when there are none."""
         if free:
-            fields, row = [*FREE_REQUIRED, *FREE_GOLD, *EXTRA], lambda r: {"Answer": r.answer}
+            fields, row = [*FREE_REQUIRED, *FREE_GOLD, *EXTRA], lambda r: {"Answer": r.csv_answer}
         else:
             fields = [*REQUIRED, *GOLD, *EXTRA]
-            row = lambda r: {**dict(zip(LETTERS, r.options)), "Correct_Answer": r.answer}  # noqa: E731
+            row = lambda r: {**dict(zip(LETTERS, r.options)), "Correct_Answer": r.csv_answer}  # noqa: E731
         out = io.StringIO()
         w = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
         w.writeheader()
@@ -365,6 +380,9 @@ def _checked(text, opts, verdict, shown, answer, not_in, doc, page, error_kind, 
             raise JudgedError("“right” needs the answer that was shown")
         if answer is None and not not_in:
             not_in, answer = shown.not_found, shown.answer
+        elif not_in and not shown.not_found:
+            raise JudgedError(f"“right”, but the app answered «{_short(shown.answer, 20)}», not “{NOT_IN_DOCUMENTS}”: "
+                              "judge it wrong")
         elif opts and not shown.not_found and not not_in and (answer or "").strip().upper() != shown.answer:
             raise JudgedError(f"“right”, but the option given ({_short(answer, 20)}) is not the one shown "
                               f"({shown.answer})")
@@ -441,8 +459,9 @@ def _row(get: dict, free: bool) -> Judged:
     else:
         opts, answer = tuple(get[L] for L in LETTERS), get["Correct_Answer"]
         if not answer:
-            raise JudgedError("no Correct_Answer")
-        if not get["Doc_ID"]:
+            raise JudgedError(f"no Correct_Answer (a letter, or “{NONE}”: {NOT_IN_DOCUMENTS})")
+        answer = "" if gold_answer(answer) == NONE else answer  # "none": not in these documents, options kept
+        if answer and not get["Doc_ID"]:
             raise JudgedError("no Doc_ID: a judged question names the document of its right answer")
     r = _checked(get["Question"], opts, WRONG, None, answer if answer else None, not answer, get["Doc_ID"], page,
                  kind if kind in ERROR_KINDS else "", get.get("Note", ""))

@@ -2,10 +2,15 @@
 
 score = 0.5 · answer accuracy + 0.25 · document accuracy + 0.25 · page proximity
 (1 − |page − gold page| / pages in the document, 0 when the document is wrong).
+
+A six-option question whose answer is in none of the documents (gold answer ``questions.NONE``, no document, no
+page) is answered right when the run says "not found" (the not-in-documents flag) — and then its document and
+page are right too, naming none being right; any letter given is wrong in all three.
 """
 from __future__ import annotations
 
 from ..types import Candidate, Question
+from .questions import NONE
 
 ALL = "all"
 WRONG_ANSWER = "wrong answer"
@@ -56,11 +61,15 @@ def metrics(rows: list[dict]) -> dict:
     n = len(rows)
     if not n:
         return {}
-    ans = sum(r["pred_answer"] == r["gold_answer"] for r in rows) / n
-    doc = sum(r["pred_doc"] == r["gold_doc"] for r in rows) / n
-    page = sum(page_proximity(r["pred_doc"], r["pred_page"], r["gold_doc"], r["gold_page"], r["gold_n_pages"])
+    none = lambda r: r["gold_answer"] == NONE  # noqa: E731  (right: "not found", in all three parts)
+    found = lambda r: float(bool(r.get("pred_not_found")))  # noqa: E731
+    ans = sum(found(r) if none(r) else r["pred_answer"] == r["gold_answer"] for r in rows) / n
+    doc = sum(found(r) if none(r) else r["pred_doc"] == r["gold_doc"] for r in rows) / n
+    page = sum(found(r) if none(r) else
+               page_proximity(r["pred_doc"], r["pred_page"], r["gold_doc"], r["gold_page"], r["gold_n_pages"])
                for r in rows) / n
-    exact = sum(r["pred_doc"] == r["gold_doc"] and r["pred_page"] == r["gold_page"] for r in rows) / n
+    exact = sum(found(r) if none(r) else r["pred_doc"] == r["gold_doc"] and r["pred_page"] == r["gold_page"]
+                for r in rows) / n
     return {"n": n, "score": competition_score(ans, doc, page), "answer_accuracy": ans,
             "doc_accuracy": doc, "page_proximity": page, "page@1": exact}
 
@@ -114,6 +123,9 @@ def error_kinds(rec: dict) -> list[str]:
             return kinds + [ABSTAINED]
         if not _free_right(rec):
             kinds.append(WRONG_ANSWER)
+    elif gold.get("answer") == NONE:  # in no document: right only as "not found"
+        if not rec.get("not_in_documents"):
+            kinds.append(WRONG_ANSWER)
     elif gold.get("answer") and rec.get("answer") != gold["answer"]:
         kinds.append(WRONG_ANSWER)
     if gold.get("doc") and rec.get("doc") != gold["doc"]:
@@ -153,7 +165,16 @@ def answer_right(rec: dict) -> bool | None:
         return _free_right(rec) if gold.get("answer") else not rec.get("answer")
     if not gold.get("answer"):
         return None
+    if gold["answer"] == NONE:  # in no document: "not found" is the right answer
+        return bool(rec.get("not_in_documents")) and not rec.get("error")
     return rec.get("answer") == gold["answer"]
+
+
+def option_right(rec: dict) -> bool | None:
+    """Whether the option a six-option run chose is right (None without a gold answer): what the probability
+    shown for it is about. For a question in none of the documents no option is right, "not found" or not."""
+    gold = (rec.get("gold") or {}).get("answer")
+    return None if not gold else rec.get("answer") == gold
 
 
 def _right(value, gold) -> bool | None:
@@ -189,20 +210,28 @@ def compare_runs(a: dict, b: dict, not_asked=None) -> dict:
     runs, each of answer, document and page that became right (``fixed``) or wrong (``broken``); with no
     gold, answers that changed (``changed``). ``fixed`` and ``broken`` count the answers that did.
     A question either run did not ask (``not_asked(trace)``: e.g. a run stopped before it) is no flip: it is
-    listed in ``not_asked`` (its score counts it wrong, but nothing broke).
+    listed in ``not_asked`` (its score counts it wrong, but nothing broke). ``shared`` counts the questions both
+    runs hold; a six-option run and a free-form one share none (their answers are of different kinds, whatever
+    their Question_IDs), and ``kinds`` then names each run's kind ("six-option", "plain"), else is None.
     """
+    free_a, free_b = is_free_run(a["traces"]), is_free_run(b["traces"])
+    kind = lambda free: "plain" if free else "six-option"  # noqa: E731
+    if free_a != free_b:  # nothing in common: no question, no metric
+        return {"deltas": [], "flips": [], "fixed": 0, "broken": 0, "not_asked": [], "shared": 0,
+                "only_in_a": [t["Question_ID"] for t in a["traces"]], "kinds": (kind(free_a), kind(free_b))}
     deltas = []
-    for m in FREE_METRICS if is_free_run(a["traces"] + b["traces"]) else METRICS:
+    for m in FREE_METRICS if free_a or free_b else METRICS:
         va, vb = a["metrics"].get(m), b["metrics"].get(m)
         deltas.append({"metric": m, "A": va, "B": vb,
                        "B − A": (vb - va) if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None})
     skipped = not_asked or (lambda t: bool(t.get("not_tried")))
     bt = {t["Question_ID"]: t for t in b["traces"]}
-    flips, unasked = [], []
+    flips, unasked, shared = [], [], 0
     for ta in a["traces"]:
         tb = bt.get(ta["Question_ID"])
         if tb is None:
             continue
+        shared += 1
         if skipped(ta) or skipped(tb):
             unasked.append(ta["Question_ID"])
             continue
@@ -210,4 +239,5 @@ def compare_runs(a: dict, b: dict, not_asked=None) -> dict:
     answers = [f for f in flips if f["what"] == "answer"]
     only_a = [t["Question_ID"] for t in a["traces"] if t["Question_ID"] not in bt]
     return {"deltas": deltas, "flips": flips, "fixed": sum(f["change"] == "fixed" for f in answers),
-            "broken": sum(f["change"] == "broken" for f in answers), "not_asked": unasked, "only_in_a": only_a}
+            "broken": sum(f["change"] == "broken" for f in answers), "not_asked": unasked, "only_in_a": only_a,
+            "shared": shared, "kinds": None}

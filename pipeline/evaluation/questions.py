@@ -4,6 +4,11 @@ Tolerant of what spreadsheets write: UTF-8 (with or without BOM), UTF-16 or
 Windows-1251; comma, semicolon or tab; columns in any order and case. A file
 that cannot be used raises :class:`~pipeline.errors.QuestionsError`; a bad row
 is skipped with a note. Never reads ``Domain`` or ``N_Pages``.
+
+``Correct_Answer`` is a letter, or :data:`NONE` ("none"): the answer is in none of the documents (a question
+judged "not in these documents" in the app keeps its options; no ``Doc_ID`` or ``Page_Num``). A run scores such
+a question right when it says "not found" (its not-in-documents flag), and then its document and page right too:
+naming none was right (``metric.metrics``).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from ..types import LETTERS, Question
 
 REQUIRED = ["Question_ID", "Question", *LETTERS]
 GOLD = ["Correct_Answer", "Doc_ID", "Page_Num"]
+NONE = "none"  # Correct_Answer: the answer is in none of the documents ("not in these documents")
 MAX_CELL = 5000  # characters; a longer cell is cut (with a note)
 MAX_PROBLEMS = 50  # notes returned; the rest are counted
 _NOT_TEXT = {b"PK\x03\x04": "a ZIP archive or an Excel .xlsx workbook", b"\xd0\xcf\x11\xe0": "an Excel .xls workbook",
@@ -138,13 +144,27 @@ def read_questions(data: bytes | str, max_questions: int | None = None) -> tuple
         used = [(c, i) for c, i in col.items() if c in REQUIRED + GOLD]
         questions: list[Question] = []
         for get in question_rows(reader, used, problems, check=_six_options):
-            gold = get.get("Correct_Answer", "").upper()
-            gold = gold if len(gold) == 1 and gold in LETTERS else None
+            gold = gold_answer(get.get("Correct_Answer", ""))
+            none = gold == NONE  # no document, no page: the answer is in none of them
             questions.append(Question(get["Question_ID"], get["Question"], [get[L] for L in LETTERS], gold,
-                                      get.get("Doc_ID") or None, _page(get.get("Page_Num", ""))))
+                                      None if none else get.get("Doc_ID") or None,
+                                      None if none else _page(get.get("Page_Num", ""))))
     except csv.Error as e:
         raise QuestionsError(f"the questions file is not valid CSV at line {reader.line_num}: {e}") from None
     return finish(questions, problems, max_questions)
+
+
+def gold_answer(cell: str) -> str | None:
+    """A Correct_Answer cell read: its letter, :data:`NONE` for "none" (any case), else None (no gold answer)."""
+    cell = (cell or "").strip()
+    if cell.casefold() == NONE:
+        return NONE
+    return cell.upper() if len(cell) == 1 and cell.upper() in LETTERS else None
+
+
+def has_gold(q: Question) -> bool:
+    """Whether a question can be scored: it names its gold document, or its answer is in none (:data:`NONE`)."""
+    return bool(q.gold_doc) or q.gold_answer == NONE
 
 
 def finish(questions: list[Question], problems: list[str], max_questions: int | None) -> tuple[list[Question], list[str]]:

@@ -21,6 +21,7 @@ from ..documents.ingest import check_size
 from ..qa import Asker
 from ..types import Candidate, Question, Search
 from .metric import calibration, gold_rank, metrics, percentile
+from .questions import has_gold
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,9 @@ def _predict(pipe: Asker, q: Question, rec: TraceRecord, answer: bool, orders: i
         rec.update(answer="", probabilities={}, doc=top.chunk.doc_name if top else None,
                    page=evidence_page(top, q, None) if top else None, timings=dict(found.timings),
                    candidates=[candidate_record(c) for c in found.reranked])
-        if q.gold_doc:
+        if has_gold(q):
             rec["gold"] = {"answer": q.gold_answer, "doc": q.gold_doc, "page": q.gold_page}
+        if q.gold_doc:  # a question whose answer is in no document has no gold page to rank
             rec["gold_rank"] = {"retrieval": gold_rank(list(found.retrieved), q),
                                 "rerank": gold_rank(list(found.reranked), q)}
 
@@ -152,20 +154,23 @@ def evaluate(pipe: Asker, questions: list[Question], out: Path | None = None, an
             progress(i, len(questions), rec)
     result: dict = {"n_questions": len(questions), "failed": sum("error" in t for t in traces),
                     "not_tried": sum("not_tried" in t for t in traces)}
-    gold = [(q, t) for q, t in zip(questions, traces) if q.gold_doc]
+    gold = [(q, t) for q, t in zip(questions, traces) if has_gold(q)]
     if gold:
         m = metrics([{"pred_answer": t.get("answer"), "gold_answer": q.gold_answer, "pred_doc": t.get("doc"),
                       "gold_doc": q.gold_doc, "pred_page": t.get("page"), "gold_page": q.gold_page,
-                      "gold_n_pages": n_pages.get(q.gold_doc, 0)} for q, t in gold])
+                      "gold_n_pages": n_pages.get(q.gold_doc, 0),
+                      "pred_not_found": bool(t.get("not_in_documents")) and "error" not in t} for q, t in gold])
         if not answer:
             m.pop("answer_accuracy")
             m.pop("score")
         result.update(m)
         result.update(calibration([(t.get("probabilities"), t.get("answer"), q.gold_answer) for q, t in gold]))
-        for stage in ("retrieval", "rerank"):
+        paged = [(q, t) for q, t in gold if q.gold_doc]  # recall of the gold page: questions that have one
+        for stage in ("retrieval", "rerank") if paged else ():
             for k in ks:
                 result[f"recall@{k}_{stage}"] = sum(
-                    1 for _, t in gold if (t.get("gold_rank") or {}).get(stage) and t["gold_rank"][stage] <= k) / len(gold)
+                    1 for _, t in paged if (t.get("gold_rank") or {}).get(stage) and t["gold_rank"][stage] <= k) \
+                    / len(paged)
     result.update(seconds_summary(traces))
     result.update(extra or {})
     if live:

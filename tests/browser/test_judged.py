@@ -1,7 +1,8 @@
 """Issue 45 in headless Chromium: a visitor's judgements in the Ask tab become their own test set that Evaluate runs.
 
 One visitor ("judy") uploads two small Ukrainian documents, asks three six-option questions and judges one right,
-one wrong with another option and page, and one wrong as "not in these documents"; after a reload the three are
+one wrong with another option and page, and one as "not in these documents" (issue 55: it keeps its options, its
+document and page are emptied, and its verdict is the one a run gives that answer); after a reload the three are
 listed in Evaluate, the six-option set runs without a file and shows its score and pictures, and the downloaded
 CSV is read by the command's reader with its gold columns, and ``python -m pipeline.evaluate`` gives it the score
 the tab showed. The judge row and the list are photographed at
@@ -14,7 +15,7 @@ import re
 
 import pytest
 
-from pipeline.evaluation.questions import read_questions
+from pipeline.evaluation.questions import NONE, read_questions
 
 from . import docs as D
 from .harness import visitor_fixture
@@ -56,27 +57,42 @@ def test_judged_answers_become_a_test_set_that_evaluate_runs(judy, tmp_path, out
     expect(judy.locator("#judge-message")).to_contain_text("page 2")
     snap(judy, out_dir, "judge", "ask-judge.png")
 
-    ask(judy, *DAY_Q)  # 3: wrong, not in these documents, saved by Enter in the note
-    judy.locator("#judge-not-in input").check()
-    judy.locator("#judge-note textarea").fill("доби в правилах немає")
-    judy.locator("#judge-note textarea").press("Enter")
-    expect(judy.locator("#judge-message")).to_contain_text("Saved as J003 — judged wrong, the right answer «not in "
-                                                           "these documents»", timeout=30_000)
+    ask(judy, *DAY_Q)  # 3: not in these documents (issue 55: a six-option question that keeps its options)
+    expect(judy.locator("#judge-option input")).to_be_enabled()
+    if "Not found" in judy.locator("#answer").inner_text():  # the app said so: "Right" is "not in these documents"
+        expect(judy.locator("#judge-not-in")).to_be_hidden()
+        expect(judy.locator("#judge-right")).to_contain_text("Right: not in these documents")
+        judy.locator("#judge-right").click()
+        verdict = "right"
+    else:  # a letter was shown: wrong, not in these documents — its document and page emptied, saved by Enter
+        expect(judy.locator("#judge-doc input")).not_to_have_value("")
+        judy.locator("#judge-not-in input").check()
+        expect(judy.locator("#judge-doc input")).to_have_value("", timeout=10_000)
+        expect(judy.locator("#judge-page input")).to_have_value("")
+        expect(judy.locator("#judge-option input")).to_be_disabled()
+        judy.locator("#judge-note textarea").fill("доби в правилах немає")
+        snap(judy, out_dir, "judge", "ask-judge-not-in.png")
+        judy.locator("#judge-note textarea").press("Enter")
+        verdict = "wrong"
+    expect(judy.locator("#judge-message")).to_contain_text(f"Saved as J003 — judged {verdict}, the right answer «not "
+                                                           "in these documents»", timeout=30_000)
+    assert " page " not in judy.locator("#judge-message").inner_text()  # no document, no page
     ask(judy, D.MUSEUM_Q[0], D.MUSEUM_Q[1])  # asked again: its judgement is shown
     expect(judy.locator("#judge-message")).to_contain_text("Judged before as J001 (right", timeout=30_000)
 
     judy.reload()
     judy.wait_for_function("() => !!localStorage.getItem('pdfqa-session')")
     tab(judy, "Evaluate")
-    expect(judy.locator("#judged-list")).to_contain_text("Your judged questions (3: 2 six-option, 1 plain)",
-                                                         timeout=30_000)
+    expect(judy.locator("#judged-list")).to_contain_text("Your judged questions (3: 3 six-option)", timeout=30_000)
     judy.locator("#judged-list").get_by_text(re.compile("Your judged questions")).first.click()  # open the list
     expect(judy.locator("#judged-table")).to_contain_text("J003")
     rows = {r[0]: r for r in table_rows(judy, "judged-table")}
     assert set(rows) == {"J001", "J002", "J003"}, rows
     assert rows["J001"][2] == "right" and rows["J002"][2:4] == ["wrong", letter] and rows["J002"][5] == "2", rows
-    assert rows["J003"][3] == "not in these documents" and rows["J003"][6] == "plain", rows
-    expect(judy.locator("#run-judged-free")).to_be_visible()  # the plain set is a run of its own, offered apart
+    # issue 55: judged "not in these documents", a six-option question keeps its options, has no document or page,
+    # and its judgement is the one a run gives the same answer
+    assert rows["J003"][2:7] == [verdict, "not in these documents", "", "", "six-option"], rows
+    expect(judy.locator("#run-judged-free")).to_be_hidden()  # no plain question: no plain run
     snap(judy, out_dir, "judged-list", "evaluate-judged.png")
 
     with judy.expect_download() as dl:
@@ -85,13 +101,19 @@ def test_judged_answers_become_a_test_set_that_evaluate_runs(judy, tmp_path, out
     questions, problems = read_questions(open(dl.value.path(), "rb").read())
     gold = {q.qid: (q.gold_answer, q.gold_doc, q.gold_page) for q in questions}
     assert gold["J002"] == (letter, "parking.pdf", 2) and gold["J001"][1:] == ("muzei.pdf", 1), (gold, problems)
+    assert gold["J003"] == (NONE, None, None), gold
+    assert next(q.options for q in questions if q.qid == "J003") == DAY_Q[1]  # its options kept in the CSV
 
     judy.locator("#run-judged").click()
-    expect(judy.locator("#eval-message")).to_contain_text("finished: 2 questions", timeout=ANSWER_TIMEOUT)
+    expect(judy.locator("#eval-message")).to_contain_text("finished: 3 questions", timeout=2 * ANSWER_TIMEOUT)
     expect(judy.locator("#score")).to_contain_text("accuracy")
     expect(judy.locator("#reliability svg").first).to_be_visible()
     expect(judy.locator("#losses svg").first).to_be_visible()
     expect(judy.locator("#question-table")).to_contain_text("J002")
+    run_rows = {r[0]: r for r in table_rows(judy, "question-table") if r}
+    assert run_rows["J003"][3] == "none (not in these documents)", run_rows
+    # the run scores the answer as the judgement did: right as "not found", wrong as a letter
+    assert (run_rows["J003"][8] == "right") == (verdict == "right"), (run_rows["J003"], verdict)
     # the downloaded CSV through `python -m pipeline.evaluate` (in process, on the models already loaded): the score
     # the Evaluate tab showed for the same questions over the same documents
     shown = float(re.search(r"Score: ([0-9.]+)", judy.locator("#score").inner_text()).group(1))
@@ -103,4 +125,4 @@ def test_judged_answers_become_a_test_set_that_evaluate_runs(judy, tmp_path, out
     assert ev.main(["--pdfs", str(tmp_path), "--questions", str(dl.value.path()), "--out", str(out),
                     "--data-dir", str(tmp_path / "lib")]) == 0
     got = json.loads((out / "metrics.json").read_text())
-    assert got["n"] == 2 and round(got["score"], 3) == shown, (got, shown)
+    assert got["n"] == 3 and round(got["score"], 3) == shown, (got, shown)
