@@ -25,5 +25,5 @@ if [ "$(cat .llama-portable/.key 2>/dev/null)" != "$key" ]; then
   .venv/bin/python -m pip install -q --no-deps --target .llama-portable "$cache"/*.whl
   echo "$key" > .llama-portable/.key
 fi
-ls .llama-portable/llama_cpp/lib/libggml-cpu-*.so | sed 's|.*/libggml-cpu-||; s|\.so$||' | tr '\n' ' ' |
+ls .llama-portable/bin/libggml-cpu-*.so | sed 's|.*/libggml-cpu-||; s|\.so$||' | tr '\n' ' ' |
   sed 's/^/setup-portable: CPU variants: /; s/ $/\n/' >&2

@@ -1155,3 +1155,13 @@ def test_judging_in_ask_lists_and_runs_in_evaluate_for_that_visitor_only(tmp_pat
     back.write_text("foo,bar\n1,2\n", encoding="utf-8")
     bad = JS.on_upload(ctx, ui.judged, second, str(back))
     assert bad[ui.judged.msg].startswith("⚠ Not uploaded") and len(bad[ui.judged.table]) == 1, bad[ui.judged.msg]
+
+
+def test_the_option_order_check_says_its_scores_are_before_calibration():
+    """Issue 55: its first row's p(B) 0.794 beside an answer shown at 73% read as a contradiction."""
+    from webapp.views import order_markdown
+
+    row = lambda order, b: {"order": order, "answer": "B", "probabilities": {"A": 1 - b, "B": b}}  # noqa: E731
+    md = order_markdown({"orders": [row("ABCDEF", 0.794), row("BCDEFA", 0.7)], "stable": True}, {"A": 0.27, "B": 0.73})
+    assert "p(B) from 70% to 79%, the model's scores before calibration" in md
+    assert "the answer above shows 73% for B" in md

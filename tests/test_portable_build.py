@@ -27,8 +27,8 @@ PROBE = ("import logging, sys; logging.basicConfig(level=logging.INFO, format='%
 
 @pytest.fixture(scope="module")
 def portable():
-    lib = PORTABLE / "llama_cpp" / "lib"
-    if not variants(lib) if lib.is_dir() else True:
+    lib = PORTABLE / "bin"  # where the wheel puts the variants (ggml_cpu.variants_dir)
+    if not (lib.is_dir() and variants(lib)):
         why = "no portable llama.cpp build in .llama-portable (bash scripts/setup-portable.sh)"
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(why)

@@ -442,7 +442,9 @@ def wire(ctx: Context, ui: AskTab, sid: gr.State) -> None:
     validated.success(bind(on_start, ctx, ui), [ui.question, *ui.options],
                       [ui.status, ui.ask_btn, ui.clicked, ui.order_btn, *order, *panes], **quiet) \
         .success(bind(on_ask, ctx, ui), [sid, ui.clicked, ui.question, *ui.options], ui.answer_outputs,
-                 show_progress_on=[ui.status], api_name="on_ask", **ctx.model_work) \
+                 # one wait estimate: the status line's (place in line, the answers measured here), not also
+                 # Gradio's queue timer drawn over it (issue 55)
+                 show_progress="hidden", api_name="on_ask", **ctx.model_work) \
         .then(bind(on_answered, ui), [ui.asked], [ui.ask_btn, ui.order_btn, ui.order_md, ui.order_table,
                                                    ui.order_panel], **quiet) \
         .then(bind(J.on_shown, ctx, ui.judge), [sid, ui.shown_q, ui.judge.shown], ui.judge.outputs, **quiet) \

@@ -464,8 +464,10 @@ def order_markdown(check: dict, asked_probs: dict[str, float]) -> str:
         counts = {L: answers.count(L) for L in dict.fromkeys(answers)}
         head = ("**The answer changes with the order:** " +
                 ", ".join(f"{L} in {plural(n, 'order')}" for L, n in counts.items()))
-    return (f"{head}; p({top}) from {min(spread):.0%} to {max(spread):.0%}. "
-            f"Each order shows the same passages; the first row is the order you gave.")
+    shown = (f" (the answer above shows {asked_probs[top]:.0%} for {top}: the same score after the calibration "
+             "that makes the shown probabilities hold)") if top in (asked_probs or {}) else ""
+    return (f"{head}; p({top}) from {min(spread):.0%} to {max(spread):.0%}, the model's scores before "
+            f"calibration{shown}. Each order shows the same passages; the first row is the order you gave.")
 
 
 def picture(library, chunk_id: str | None, doc_hash: str | None, page: int | None):

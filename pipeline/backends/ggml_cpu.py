@@ -35,14 +35,27 @@ class VariantUnavailable(RuntimeError):
 
 
 def lib_dir() -> Path:
+    """Where llama-cpp-python keeps libllama and libggml (``llama_cpp/lib``)."""
     import llama_cpp
 
     return Path(llama_cpp.__file__).parent / "lib"
 
 
+def variants_dir() -> Path:
+    """Where a portable build's CPU variants are: llama-cpp-python's wheel installs these loadable modules as
+    CMake's runtime files, in ``bin/`` beside the ``llama_cpp`` package (site-packages/bin), not in
+    ``llama_cpp/lib``; llama.cpp itself looks only beside the program (python) and in the working directory, so
+    without :func:`load` a portable build finds no CPU backend at all."""
+    lib = lib_dir()
+    for d in (lib, lib.parent.parent / "bin"):
+        if variants(d):
+            return d
+    return lib
+
+
 def variants(folder: Path | None = None) -> list[str]:
     """The CPU variants a portable build ships (``[]`` for a build with its CPU backend linked in)."""
-    folder = lib_dir() if folder is None else folder
+    folder = variants_dir() if folder is None else folder
     return sorted(m.group(1) for f in folder.glob("libggml-cpu-*.so")
                   if (m := re.fullmatch(r"libggml-cpu-([\w.]+)\.so", f.name)))
 
@@ -65,6 +78,21 @@ def loaded_variant() -> str:
         return NATIVE
 
 
+def _ggml_in_use() -> Path:
+    """The libggml file this process has mapped (through libllama's SONAME, ``libggml.so.0``). The wheel ships
+    ``libggml.so``, ``.so.0`` and ``.so.0.x`` as copies, not links: opening another of them loads a second libggml
+    with a registry of its own, where a loaded backend is not seen by libllama (its "no backends are loaded")."""
+    try:
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            f = Path(line.split()[-1])
+            if re.fullmatch(r"libggml\.so(?:\.\d+)*", f.name):
+                return f
+    except OSError:
+        pass
+    lib = lib_dir()
+    return lib / "libggml.so.0" if (lib / "libggml.so.0").exists() else lib / "libggml.so"
+
+
 def load(want: str | None = None) -> str:
     """Import llama-cpp-python with a CPU backend registered; returns the variant that runs. Idempotent."""
     global _loaded
@@ -76,11 +104,11 @@ def load(want: str | None = None) -> str:
             return _loaded
         import llama_cpp  # noqa: F401 - loads libllama and libggml
 
-        folder = lib_dir()
+        folder = variants_dir()
         have = variants(folder)
         want = (os.environ.get(ENV, "auto") if want is None else want).strip() or "auto"
         if have:
-            ggml = ctypes.CDLL(str(folder / "libggml.so"))  # the handle the binding already loaded
+            ggml = ctypes.CDLL(str(_ggml_in_use()))  # the libggml libllama uses: its backends' registry
             ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
             if want == "auto":
                 ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
