@@ -1165,3 +1165,11 @@ def test_the_option_order_check_says_its_scores_are_before_calibration():
     md = order_markdown({"orders": [row("ABCDEF", 0.794), row("BCDEFA", 0.7)], "stable": True}, {"A": 0.27, "B": 0.73})
     assert "p(B) from 70% to 79%, the model's scores before calibration" in md
     assert "the answer above shows 73% for B" in md
+
+
+def test_a_flagged_answer_reads_not_found_in_evaluate_as_in_ask():
+    """Issue 55 item 8: Ask said "Not found", Evaluate's table "C" (wrong): the table says the flag too, with the
+    letter the run was scored on."""
+    flagged = rec("7", answer="C") | {"not_in_documents": True}
+    rows = R.question_rows([flagged, rec("8", answer="C")])
+    assert rows[0][2] == "not found (C)" and rows[1][2] == "C"

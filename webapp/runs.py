@@ -117,8 +117,10 @@ def question_rows(traces: list[dict], questions: dict[str, dict] | None = None,
         if free:
             answer = _cut(answer, 80) or ("" if "error" in t else "(not found)")
             gold_answer = _cut(gold_answer, 80) or ("(unanswerable)" if gold else "")
-        elif gold_answer == NONE:  # in no document: what decides is whether the run said "not found"
-            gold_answer = "none (not in these documents)"
+        else:
+            if gold_answer == NONE:  # in no document: what decides is whether the run said "not found"
+                gold_answer = "none (not in these documents)"
+            # flagged: Ask says "Not found" for it, so the table does too, with the letter the run was scored on
             answer = f"not found ({answer})" if t.get("not_in_documents") and answer else answer
         rows.append([t["Question_ID"], _cut(text, 160), answer, gold_answer, _doc_cell(t.get("doc"), titles),
                      _doc_cell(gold.get("doc"), titles),
