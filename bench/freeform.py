@@ -187,10 +187,11 @@ class HeldOutFlag:
 
     def __call__(self, doc: str) -> dict:
         if doc not in self.models:
-            from bench.flag import MODELS, TARGETS, fit
+            from bench.flag import MODELS, SMALL_TARGETS, TARGETS, fit
 
             keep = [r for r in self.recs if r["doc"] != doc]
-            self.models[doc] = {"flag_free": fit(keep, MODELS["flag_free"], TARGETS["flag_free"])}
+            self.models[doc] = {"flag_free": fit(keep, MODELS["flag_free"], TARGETS["flag_free"],
+                                                 SMALL_TARGETS["flag_free"])}
         return self.models[doc]
 
 
@@ -206,12 +207,32 @@ def paired_f1_delta(rows: list[dict], base: list[dict], n_boot: int = 2000, seed
     return float(d.mean()), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
 
 
+GROUNDING = "not grounded"  # freeform.decide's reason when the grounding check discards an answer
+FLAGGED = "the library seems not to hold it"  # freeform.not_found_reason: the flag fired, nothing was read
+
+
+def not_found_causes(rows: list[dict]) -> dict[str, int]:
+    """The answerable questions answered "not found", by what ended them: the flag (nothing read), the grounding
+    check (its last try's answer discarded as not grounded), or the model (a refusal, a judgement); and
+    ``discarded``: answerable questions where the grounding check discarded an answer on any try (a retry may
+    have answered after it)."""
+    ans = [r for r in rows if r["gold"]]
+    out = {"flag": 0, "grounding": 0, "model": 0, "discarded": sum(bool(r.get("grounding_discards")) for r in ans)}
+    for r in ans:
+        if r["pred"]:
+            continue
+        why = " ".join(r.get("reasons") or [])
+        out["flag" if FLAGGED in why else "grounding" if GROUNDING in why else "model"] += 1
+    return out
+
+
 def table(results: dict[str, list[dict]], head: str) -> str:
     """One line per variant; the first is the baseline of the paired F1 differences."""
     lines = [head, "",
              "| variant | F1 | F1 vs first row (95% CI) | EM | F1 when answered | \"not found\" on answerable "
+             "| of them: flag / grounding check / model | grounding discards on answerable (any try) "
              "| abstention recall (unanswerable) | abstention precision | doc acc | page acc "
-             "| p50 s (answerable / unanswerable) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| p50 s (answerable / unanswerable) |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     base = next(iter(results.values()), [])
 
     def p50(rows: list[dict]) -> str:
@@ -221,8 +242,10 @@ def table(results: dict[str, list[dict]], head: str) -> str:
         m = free_metrics(rows)
         d, lo, hi = paired_f1_delta(rows, base)
         delta = "–" if i == 0 else f"{d:+.3f} ({lo:+.3f} … {hi:+.3f})"
+        c = not_found_causes(rows)
         lines.append(f"| {name} | {m.get('f1', 0):.3f} | {delta} | {m.get('exact_match', 0):.3f} | "
                      f"{m.get('f1_when_answered', 0):.3f} | {m.get('abstained_answerable', 0):.3f} | "
+                     f"{c['flag']} / {c['grounding']} / {c['model']} | {c['discarded']} | "
                      f"{m.get('abstention_recall', 0):.3f} | {m.get('abstention_precision', float('nan')):.3f} | "
                      f"{m.get('doc_accuracy', 0):.3f} | {m.get('page_accuracy', 0):.3f} | "
                      f"{p50([r for r in rows if r['gold']])} / {p50([r for r in rows if not r['gold']])} |")
@@ -271,7 +294,12 @@ def run(a) -> str:
                    "pred_doc": ans.doc_name if ans.text else None, "gold_doc": q.gold_doc,
                    "pred_page": ans.page if ans.text else None, "gold_page": q.gold_page, "reasons": ans.reasons,
                    "seconds": seconds, "flag_score": ans.details.get("not_in_documents_score"),
-                   "forced": ans.forced}
+                   "forced": ans.forced, "grounding_discards": sum(any(GROUNDING in x for x in t["reasons"])
+                                                                   for t in ans.details.get("tries", [])),
+                   "tries": [{"k": t["k"], "answer": t["reading"]["forced"] if t["forced"] else
+                              t["reading"]["generated"], "generated": t["reading"]["generated"],
+                              "forced": t["reading"]["forced"], "grounding": t["grounding"],
+                              "reasons": t["reasons"]} for t in ans.details.get("tries", [])]}
             results[name].append(row)
             log.write(json.dumps(row, ensure_ascii=False) + "\n")
             log.flush()
@@ -299,7 +327,7 @@ def summary(results: dict[str, list[dict]], a, date: str, complete: bool) -> dic
         secs = {k: [r["seconds"] for r in rows if bool(r["gold"]) == (k == "answerable")]
                 for k in ("answerable", "unanswerable")}
         d, lo, hi = paired_f1_delta(rows, base)
-        variants[name] = {"n": len(rows), **free_metrics(rows),
+        variants[name] = {"n": len(rows), **free_metrics(rows), "not_found_on_answerable_by": not_found_causes(rows),
                           **{f"{k}_{q}_s": percentile(v, p) if v else None
                              for k, v in secs.items() for q, p in (("p50", 0.5), ("p95", 0.95))},
                           "f1_vs_first": None if rows is base else [d, lo, hi]}

@@ -86,13 +86,50 @@ def test_a_record_is_judged_by_a_model_fitted_without_its_document(monkeypatch):
     assert all(t and j and not (t & j) for t, j in zip(trained, judged))  # never by its own document
 
 
+def test_the_small_libraries_fire_on_fewer_present_questions_when_asked():
+    recs = [r for r in records() if not r["free"]]
+    m = B.fit(recs, B.MODELS["flag"], 0.05, small=0.01)
+    fired = B.fires(m, recs)
+    for size in B.SIZES:
+        idx = [i for i, r in enumerate(recs) if r["size"] == size and r["present"]]
+        assert fired[idx].mean() <= (0.01 if size in B.SMALL else 0.05) + 1e-9, size
+    assert m["thresholds"]["1"] >= B.fit(recs, B.MODELS["flag"], 0.05)["thresholds"]["1"]
+
+
+def test_held_out_halves_judge_each_document_by_a_model_fitted_on_the_other_half_only(monkeypatch):
+    recs = [r for r in records() if not r["free"]]
+    half = B.halves(recs)
+    docs = sorted({r["doc"] for r in recs}, key=B.order_key)
+    assert [half[("leaflets", d)] for d in docs] == [i % 2 for i in range(len(docs))]
+    calls, xy = [], B.xy
+
+    def spy_xy(rs, names):
+        calls.append({half[(r["set"], r["doc"])] for r in rs})
+        return xy(rs, names)
+
+    monkeypatch.setattr(B, "xy", spy_xy)
+    out = B.held_out_halves(recs, B.MODELS["flag"], 0.05, half)
+    assert calls == [{1}, {0}, {0}, {1}] and set(np.unique(out)) <= {0.0, 1.0}  # fit on 1, judge 0; and back
+
+
+def test_a_fire_naming_a_common_word_is_counted():
+    assert B.common_named(["ретаболілу", "статися", "вживання", "фервекс"]) == ["статися", "вживання"]
+    recs = records(n_docs=4, per_doc=2)
+    for r in recs:
+        r["fired"], r["named"] = True, ["статися"] if r["qid"] == "0-0" else ["фервекс"]
+    rows, _ = B.measure([r for r in recs if not r["free"]], [r for r in recs if not r["free"]], B.TARGETS)
+    before = [r for r in rows if r["variant"] == "before" and r["size"] == "1"][0]
+    assert before["fires_naming_common"] == 2 and before["common_named"] == ["статися"]  # present and absent
+    assert "2 of 16 ✗ («статися»)" in B.table(rows)
+
+
 def test_rows_say_before_and_now_per_set_size_and_kind_of_question():
     recs = records()
     rows, final = B.measure(recs, recs, B.TARGETS)
     assert set(final) == {"flag", "flag_free"}  # no lexical-only records here: no lexical models
     assert all("fitted_on" in m and "threshold" in m for m in final.values())
     assert {(r["variant"], r["size"], r["questions"]) for r in rows} == {
-        (v, s, q) for v in ("before", "now") for s in B.SIZES for q in ("six-option", "free-form")}
+        (v, s, q) for v in ("before", "now", "halves") for s in B.SIZES for q in ("six-option", "free-form")}
     for r in rows:
         assert 0 <= r["false_fire_rate"] <= 1 and 0 <= r["absent_recall"] <= 1
     json.dumps(rows)

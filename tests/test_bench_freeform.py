@@ -5,7 +5,7 @@ import math
 import os
 from pathlib import Path
 
-from bench.freeform import paired_f1_delta, table
+from bench.freeform import not_found_causes, paired_f1_delta, table
 
 
 def rows(preds: list[str], golds: list[str]) -> list[dict]:
@@ -36,6 +36,19 @@ def test_table_reports_the_delta_and_the_seconds_of_each_kind():
     full_line, better_line = out.splitlines()[-2:]
     assert "| full | 0.000 | – |" in full_line and full_line.endswith("| 3.0 / 5.0 |")  # p50 answerable / not (nearest rank: of two, the upper)
     assert "| better | 1.000 | +1.000 (+1.000 … +1.000) |" in better_line
+
+
+def test_false_not_found_is_counted_by_its_cause_and_grounding_discards_apart():
+    flag = "the library seems not to hold it: its words «фервексу» occur in no document here; the search alone …"
+    rs = [{"qid": "1", "pred": "", "gold": "36 місяців", "reasons": [flag]},
+          {"qid": "2", "pred": "", "gold": "щотижня", "reasons": ["not grounded in the passages (0.00 of its words)"],
+           "grounding_discards": 2},
+          {"qid": "3", "pred": "", "gold": "два роки", "reasons": ["the model found no answer"],
+           "grounding_discards": 1},
+          {"qid": "4", "pred": "150 гривень", "gold": "150 гривень", "reasons": [], "grounding_discards": 1},
+          {"qid": "5", "pred": "", "gold": "", "reasons": ["not grounded in the passages (0.10 of its words)"]}]
+    assert not_found_causes(rs) == {"flag": 1, "grounding": 1, "model": 1, "discarded": 3}  # unanswerable not counted
+    assert "| 1 / 1 / 1 | 3 |" in table({"full": [{**r, "seconds": 1.0} for r in rs]}, "5 questions")
 
 
 def test_the_commands_build_the_set_and_measure_two_variants_on_one_question_pair(tmp_path):

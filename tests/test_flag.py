@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.answering.flag import flag_features, rarity
+from pipeline.answering.flag import flag_features, is_content, rarity
 from pipeline.qa import Pipeline
 from pipeline.settings import load_settings
 from pipeline.types import Question
@@ -20,7 +20,7 @@ QUESTION = Question("0", "Як рекомендовано приймати ре�
                     "E", RETABOLIL.name, 1)
 BEFORE = "a97bb4a"  # main before the tokenizer and the flag of issue 49
 
-pytestmark = pytest.mark.skipif(not RETABOLIL.exists(), reason="no ../shared/unlp")
+needs_leaflets = pytest.mark.skipif(not RETABOLIL.exists(), reason="no ../shared/unlp")
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,59 @@ def test_rarity_comes_from_the_language_not_the_library():
     assert rarity("має") < rarity("рекомендовано") < rarity("ретаболіл") == 8.0
 
 
+def test_only_content_words_count_ordinary_wording_never_does():
+    """Issue 55: the fires named a common word the leaflet happened not to use. Names, terms, numbers and nouns
+    that name a thing are content words; verbs, adverbs, common adjectives, action nouns and the most frequent
+    nouns are the question's wording (decided from the language's frequencies and parts of speech)."""
+    ordinary = ["дозволено", "статися", "вживання", "одночасне", "безпечно", "компанія", "виникати", "рекомендовано",
+                "приймати", "слід", "побічні", "років"]
+    content = ["ретаболіл", "фервексу", "глібенкламіду", "парацетамолу", "отологічного", "неускладнених",
+               "передозуванні", "музею", "квиток", "таблеток", "мг", "Fructis", "B12", "2,5"]
+    assert [w for w in ordinary if is_content(w)] == []
+    assert [w for w in content if not is_content(w)] == []
+
+
+class _Library:
+    """What flag_features reads of a library: its document frequencies and a document's terms (one document)."""
+
+    def __init__(self, text):
+        from pipeline.text import content_terms
+
+        self.terms = content_terms(text)
+
+    def doc_freq(self):
+        return {t: 1 for t in self.terms}, 1
+
+    def doc_terms(self, doc_hash):
+        return frozenset(self.terms)
+
+
+def _one_chunk(text):
+    from pipeline.types import Candidate, Chunk
+
+    return Candidate(Chunk("c0", "h", "leaflet.pdf", 0, "", text, "", [(1, 0, len(text))]))
+
+
+def test_an_ordinary_word_no_document_holds_neither_is_named_nor_weighs():
+    """A question worded with a verb and an ordinary noun the leaflet never uses («статися», «вживання»): nothing
+    is named absent and every word feature reads as if the question were worded the leaflet's way."""
+    page = "Ретаболіл. Передозування: нудота, блювання. При передозуванні слід звернутися до лікаря."
+    c, lib = _one_chunk(page), _Library(page)
+    asked = flag_features(lib, Question("q", "Що може статися при передозуванні ретаболілу?", []), [c], [c])
+    plain = flag_features(lib, Question("q", "Що буває при передозуванні ретаболілу?", []), [c], [c])
+    assert asked["absent_words"] == [] and asked["unmatched_words"] == [], asked
+    for k in ("q_cov", "q_cov_info", "q_doc1_info", "rare_cov", "rare_doc1", "rare_absent"):
+        assert asked[k] == plain[k], k
+    assert asked["rare_absent"] == 0.0 and asked["q_cov_info"] == 1.0
+    # a content word no document holds still counts, and is named
+    other = flag_features(lib, Question("q", "Що може статися при передозуванні фервексу?", []), [c], [c])
+    assert other["absent_words"] == ["фервексу"] and other["rare_absent"] > 0 and other["q_cov_info"] < 1.0
+    # a question of ordinary words only has nothing missing
+    bare = flag_features(lib, Question("q", "Чи безпечно це вживати одночасно?", []), [c], [c])
+    assert bare["absent_words"] == [] and bare["q_cov_info"] == 1.0 and bare["rare_absent"] == 0.0
+
+
+@needs_leaflets
 def test_a_one_leaflet_library_answers_its_own_question(one_leaflet):
     """The demo's first question: the visitor's one leaflet holds the answer, so no "not found"."""
     a = one_leaflet.ask(QUESTION)
@@ -42,6 +95,7 @@ def test_a_one_leaflet_library_answers_its_own_question(one_leaflet):
     assert a.doc_name == RETABOLIL.name and a.page == 1
 
 
+@needs_leaflets
 def test_an_italic_word_is_found_by_bm25_and_never_named_absent(one_leaflet):
     lib = one_leaflet.library
     italic = [c for d in lib.documents() for c in lib.chunks_of(d.doc_hash) if "_Дорослим" in c.body]
@@ -54,6 +108,7 @@ def test_an_italic_word_is_found_by_bm25_and_never_named_absent(one_leaflet):
     assert "дорослим" not in feats["absent_words"] and "ретаболіл" not in feats["absent_words"], feats
 
 
+@needs_leaflets
 def test_a_question_about_another_medicine_is_not_found_in_this_document(one_leaflet):
     q = Question("absent", "Яку максимальну добову дозу парацетамолу містить Фервекс для дорослих?",
                  ["1 г", "2 г", "3 г", "4 г", "5 г", "6 г"])
@@ -64,6 +119,7 @@ def test_a_question_about_another_medicine_is_not_found_in_this_document(one_lea
     assert "дорослих" not in feats["absent_words"], feats  # the leaflet says «дорослим»: a form of it
 
 
+@needs_leaflets
 def test_a_library_indexed_before_the_tokenizer_change_answers_the_same_after_it(tmp_path, one_leaflet, models):
     """The lexical index is never stored: it is built from the stored chunk text when a library opens. So a
     library indexed by the code before issue 49 (run here from ``git archive``) searches, flags and answers

@@ -40,7 +40,7 @@ import numpy as np
 from .answer import page_with_words
 from .flag import DENSE_BASIS
 from ..prompts import SYSTEM, cut_to_tokens, fit_lines, passage_text, with_think_block
-from ..text import fold_homoglyphs, normalize, words
+from ..text import fold_homoglyphs, normalize, term_keys, words
 from ..types import Candidate, CandidateScores, Question, Search
 
 NOT_FOUND = "Не знайдено у ваших документах"  # shown for an abstention ("not found in your documents")
@@ -114,15 +114,23 @@ def clean_answer(text: str) -> str:
 
 
 def grounding(answer: str, passages: list[str]) -> float:
-    """Share of the answer's content words (6-character stems) that occur in the passages (1.0 if it has none
-    and its text occurs verbatim); 0 when it holds a number that they do not."""
-    toks = set(normalize(fold_homoglyphs(answer), "prefix6"))
-    have = set(normalize(fold_homoglyphs("\n".join(passages)), "prefix6"))
+    """Share of the answer's content words that occur in the passages (1.0 if it has none and its text occurs
+    verbatim); 0 when it holds a number that they do not. A word occurs when its first six characters do, or
+    when any reading of it meets a reading of a passage's word (``text.term_keys``: «плоди» meets «плодів», «доза»
+    meets «дози», which their first characters do not)."""
+    ans = [w for w in words(fold_homoglyphs(answer))]
+    toks = {w[:6] for w in ans}
     if not toks:
         return 1.0 if answer.strip() and answer.strip().lower() in "\n".join(passages).lower() else 0.0
+    text = fold_homoglyphs("\n".join(passages))
+    have = set(normalize(text, "prefix6"))
     if any(t.isdigit() and t not in have for t in toks):  # a number the passages do not hold is never grounded
         return 0.0
-    return len(toks & have) / len(toks)
+    missing = {w[:6]: w for w in ans if w[:6] not in have}
+    if missing:
+        readings = set().union(*(term_keys(w) for w in set(words(text))))
+        missing = {t: w for t, w in missing.items() if not (term_keys(w) & readings)}
+    return 1 - len(missing) / len(toks)
 
 
 def candidate_spans(q: Question, passages: list[str], n_sentences: int = 3, max_spans: int = 14,
@@ -268,7 +276,8 @@ def decide(r: Reading, passages: list[str], sw: Switches, present: bool = False,
         return "", reasons, 0.0
     g = grounding(text, passages)
     if g < sw.min_grounding:
-        reasons.append(f"not grounded in the passages ({g:.2f} of its words)")
+        reasons.append(f"not grounded in the passages: the answer written, «{text[:80]}», has {g:.2f} of its "
+                       f"words in them")
     judge = judges(sw, present)
     if judge and r.p_answerable is None:
         raise ValueError("the judgements decide here but the reading did not ask them")
@@ -362,6 +371,33 @@ def locate(answer: str, q: Question, shown: list[Candidate], top: Candidate) -> 
     return top, answer_page(top, q, "")
 
 
+def _quoted(ws: list[str], most: int = 4) -> str:
+    return ", ".join(f"«{w}»" for w in ws[:most]) + (" …" if len(ws) > most else "")
+
+
+def not_found_reason(flag: dict) -> str:
+    """Why a question was answered "not found" without reading, in words a visitor can read: the question's content
+    words no document holds (``flag_features``' ``absent_words``), else those the closest passages lack
+    (``unmatched_words``), else a weak match; then that the search alone decided it, and its score said with what
+    it means (0 = surely in the documents, 1 = surely not; "not found" above the line fitted for this library's
+    size), never a bare number."""
+    f = flag.get("flag_features") or {}
+    missing, unmatched = f.get("absent_words") or [], f.get("unmatched_words") or []
+    if missing:
+        why = f"its words {_quoted(missing)} occur in no document here"
+    elif unmatched:
+        why = f"the closest passages found do not hold its words {_quoted(unmatched)}"
+    else:
+        why = "the closest passages found match it only weakly, by words and by meaning"
+    score, line = flag.get("not_in_documents_score"), flag.get("flag_threshold")
+    how = ("the search alone decided this, so the answer model was not asked to read the passages" if score is None
+           or line is None else
+           f"the search alone decided this, so the answer model was not asked to read the passages (its check "
+           f"scored {score:.2f} on a scale from 0, surely in your documents, to 1, surely not; above {line:.2f} "
+           f"it says not found)")
+    return f"the library seems not to hold it: {why}; {how}"
+
+
 def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, library, settings, read=None,
                 on_stage=None) -> FreeAnswer:
     """The free-form answer to ``q`` (its options are ignored) from what search ``found`` in ``library``.
@@ -387,21 +423,18 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
     details: dict = {"tries": [], "retrieved": list(found.retrieved), "lexical_only_docs": still, **flag}
     if flag.get("not_in_documents"):
         shown = reranked[:s.answer.top_k_answer]
-        missing = flag["flag_features"].get("absent_words") or []
-        why = (f"its words {', '.join(f'«{w}»' for w in missing)} occur in no document here" if missing else
-               "the closest passages match it weakly")
-        reasons = [f"the library seems not to hold it: {why} (not-in-documents score "
-                   f"{flag['not_in_documents_score']:.2f}; the model was not asked)"]
+        reasons = [not_found_reason(flag)]
         return FreeAnswer("", True, reasons, shown[0].chunk.doc_name, shown[0].chunk.doc_hash,
                           answer_page(shown[0], q, ""), None, shown, shown, reranked, 0.0, timings, details)
     # the flag holds = the library holds the document (a refusal is then replaced by the forced answer): on the
     # dense+lexical basis, or on the lexical one while documents are still embedding (asked at once after an upload,
     # as the indexed library's dense model would most likely hold); not on an embedder whose flag is lexical for good
     # (its lexical model catches a minority of absent documents: the model's own judgements decide there)
-    # never where two of the question's words (not common ones) occur in no form in any document (its fact is not
-    # here: a refusal stands; the flag's rare_absent no longer says it, its rarest words being the language's)
+    # never where two of the question's content words (flag.is_content) occur in no form in any document (its fact
+    # is not here: a refusal stands; the flag's rare_absent no longer says it, its rarest words being the language's)
     present = bool(flag) and (flag.get("flag_basis") == DENSE_BASIS or bool(still)) \
         and len(flag["flag_features"].get("absent_words") or []) < 2
+    kept = None  # an earlier try's forced answer that held (grounded), used when no later try answers
     for n, (k, budget) in enumerate(tries):
         # the retry widens the set instead of deepening it: no preceding passages (they would double its length);
         # ``free_retry_extends``: the first try's passages are kept as they were read (the model's cache holds them)
@@ -427,6 +460,19 @@ def answer_free(q: Question, found: Search, flag: dict, reader: FreeReader, libr
                                  "shown": [c.chunk.chunk_id for c in shown]})
         if text:
             break
+        if kept is None and not last:
+            # the reader wrote a forced answer after this try's refusal (the app showed it being written): when it
+            # holds on these passages, it is the answer should the retry find none. Before issue 55 it was dropped,
+            # and a retry's answer that did not hold (another wording, a name the passages do not use) ended the
+            # question "not grounded" while the first passages held the answer written
+            early, _, eg = decide(r, texts, sw, present, force=True)
+            if early:
+                kept = (n, early, eg, shown)
+    if not text and kept:
+        n, text, g, shown = kept
+        details["tries"][n]["forced"] = True
+        details["kept_from_try"] = n
+        reasons = []
     chunk, page = locate(text, q, shown, reranked[0])
     return FreeAnswer(text, not text, reasons, chunk.chunk.doc_name, chunk.chunk.doc_hash, page,
                       chunk if text else None, shown, [] if text else shown, reranked, g, timings, details)
