@@ -125,6 +125,13 @@ def load(want: str | None = None) -> str:
         elif want not in ("auto", NATIVE):
             raise VariantUnavailable(f"{ENV}={want}: this llama.cpp build has its CPU backend built in (native); "
                                      "only a portable build (GGML_BACKEND_DL) has variants to choose from")
+        else:  # a loadable backend without variants (GGML_BACKEND_DL alone): registered like the variants' best
+            ggml = ctypes.CDLL(str(_ggml_in_use()))
+            ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+            if not ggml.ggml_backend_reg_count():
+                ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+                for d in (folder, lib_dir().parent.parent / "bin"):
+                    ggml.ggml_backend_load_all_from_path(str(d).encode())
         _loaded = loaded_variant()
         log.info("llama.cpp CPU kernels: %s%s", label(_loaded),
                  f"; this build's variants: {', '.join(have)}" if have else "")
