@@ -10,19 +10,12 @@ import pytest
 
 from . import docs as D
 from .harness import visitor_fixture
-from .test_browser import ANSWER_TIMEOUT, expect, shot_at, tab, text_of, upload, wait_indexing_done
-from .test_first_use import ABSENT_Q, fill
+from .test_browser import expect, shot_at, text_of, upload, wait_indexing_done
+from .test_first_use import ABSENT_Q
+from .test_judged import ask
 from .test_screens import broken_words
 
 una = visitor_fixture("una")
-
-
-def ask(page, question: str, options: list[str]) -> None:
-    tab(page, "Ask")
-    fill(page, question, options)
-    page.locator("#ask").click()
-    expect(page.locator("#judge")).to_be_hidden(timeout=30_000)  # the last answer's row goes with it
-    expect(page.locator("#judge")).to_be_visible(timeout=ANSWER_TIMEOUT)  # shown with the result
 
 
 @pytest.mark.timeout(900)
