@@ -46,11 +46,16 @@ def variants_dir() -> Path:
     CMake's runtime files, in ``bin/`` beside the ``llama_cpp`` package (site-packages/bin), not in
     ``llama_cpp/lib``; llama.cpp itself looks only beside the program (python) and in the working directory, so
     without :func:`load` a portable build finds no CPU backend at all."""
-    lib = lib_dir()
-    for d in (lib, lib.parent.parent / "bin"):
+    for d in _backend_dirs():
         if variants(d):
             return d
-    return lib
+    return lib_dir()
+
+
+def _backend_dirs() -> tuple[Path, Path]:
+    """Where a loadable CPU backend may be: ``llama_cpp/lib``, and ``bin/`` beside the package (the wheel's)."""
+    lib = lib_dir()
+    return lib, lib.parent.parent / "bin"
 
 
 def variants(folder: Path | None = None) -> list[str]:
@@ -93,6 +98,15 @@ def _ggml_in_use() -> Path:
     return lib / "libggml.so.0" if (lib / "libggml.so.0").exists() else lib / "libggml.so"
 
 
+def _libggml() -> ctypes.CDLL:
+    """The libggml libllama uses (its backends' registry), with the loading calls' types set."""
+    ggml = ctypes.CDLL(str(_ggml_in_use()))
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+    ggml.ggml_backend_load.argtypes, ggml.ggml_backend_load.restype = [ctypes.c_char_p], ctypes.c_void_p
+    return ggml
+
+
 def load(want: str | None = None) -> str:
     """Import llama-cpp-python with a CPU backend registered; returns the variant that runs. Idempotent."""
     global _loaded
@@ -108,16 +122,13 @@ def load(want: str | None = None) -> str:
         have = variants(folder)
         want = (os.environ.get(ENV, "auto") if want is None else want).strip() or "auto"
         if have:
-            ggml = ctypes.CDLL(str(_ggml_in_use()))  # the libggml libllama uses: its backends' registry
-            ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+            ggml = _libggml()
             if want == "auto":
-                ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
                 ggml.ggml_backend_load_all_from_path(str(folder).encode())
             else:
                 if want not in have:
                     raise VariantUnavailable(f"{ENV}={want}: this llama.cpp build has the CPU variants "
                                              f"{', '.join(have)}")
-                ggml.ggml_backend_load.argtypes, ggml.ggml_backend_load.restype = [ctypes.c_char_p], ctypes.c_void_p
                 if not ggml.ggml_backend_load(str(folder / f"libggml-cpu-{want}.so").encode()):
                     raise VariantUnavailable(f"{ENV}={want}: this CPU cannot run the {want} kernels")
             if not ggml.ggml_backend_reg_count():
@@ -126,11 +137,9 @@ def load(want: str | None = None) -> str:
             raise VariantUnavailable(f"{ENV}={want}: this llama.cpp build has its CPU backend built in (native); "
                                      "only a portable build (GGML_BACKEND_DL) has variants to choose from")
         else:  # a loadable backend without variants (GGML_BACKEND_DL alone): registered like the variants' best
-            ggml = ctypes.CDLL(str(_ggml_in_use()))
-            ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+            ggml = _libggml()
             if not ggml.ggml_backend_reg_count():
-                ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-                for d in (folder, lib_dir().parent.parent / "bin"):
+                for d in _backend_dirs():
                     ggml.ggml_backend_load_all_from_path(str(d).encode())
         _loaded = loaded_variant()
         log.info("llama.cpp CPU kernels: %s%s", label(_loaded),
