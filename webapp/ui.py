@@ -9,6 +9,7 @@ The logic they show lives in :mod:`webapp.blocks`, :mod:`webapp.runs`,
 """
 from __future__ import annotations
 
+import html
 import logging
 import secrets
 from dataclasses import dataclass
@@ -105,6 +106,9 @@ def on_load(ctx: Context, page: _Page, stored):
     the token for their files, their documents and their saved runs."""
     sid = stored if ctx.store.issued(stored) else ctx.store.new_id()
     lost = library_tab.interrupted(ctx, sid)  # documents the server was reading when it stopped: said once
+    if lost:  # the Library's message is below the fold at 1280×720: a toast says it where the eye is
+        gr.Warning(f"Not indexed: {html.escape(', '.join(lost))}. The server stopped while reading; upload again.",
+                   duration=None)  # (a file name is the visitor's text: shown as text)
     return {page.stored: sid, page.sid: sid, page.reader: ctx.store.reader_token(ctx.store.files_key(sid)),
             **({page.library.message: library_tab.interrupted_text(lost)} if lost else {}),
             **library_tab.library_views(ctx, page.library, sid), **evaluate_tab.runs_choices(ctx, page.evaluate, sid),

@@ -170,6 +170,7 @@ def test_a_server_killed_during_an_upload_leaves_no_copy_and_names_what_it_never
     expect(msg).to_contain_text("third.pdf")
     assert "first.pdf" not in msg.inner_text()  # it was stored: listed, not named lost
     expect(page.locator("#documents")).to_contain_text("first.pdf")
+    expect(page.locator(".toast-body").filter(has_text="Not indexed: long.pdf, third.pdf")).to_be_visible()
     page.set_viewport_size({"width": 1280, "height": 720})
     page.screenshot(path=str(out_dir / "library-interrupted.png"))
     page.reload()  # said once
